@@ -1,0 +1,56 @@
+"""xpgrad: automatic differentiation for any array API array.
+
+The module is itself an array API namespace over :class:`Tensor`; the namespace
+of each call comes from its input arrays, and the default-device policy decides
+only where no input array exists.
+"""
+
+from __future__ import annotations
+
+from ._dtypes import (
+    DType,
+    complex64,
+    complex128,
+    complex_dtype,
+    dtype,
+    dtype_name,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    real_dtype,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from ._dtypes import bool  # noqa: A004 - the standard's dtype name
+from ._dispatch import array_namespace
+from ._exceptions import (
+    BackendNotInstalledError,
+    DeviceMismatchError,
+    DTypeUnavailableError,
+    GraphFreedError,
+    InPlaceModificationError,
+    NamespaceMismatchError,
+    NonDifferentiableError,
+    UnknownNameError,
+    XpgradError,
+    XpgradRuntimeError,
+    XpgradTypeError,
+    XpgradValueError,
+)
+from ._policy import DevicePolicy, current_policy, default_device, reset_policy, set_default_policy
+from ._spec import API_VERSION as __array_api_version__
+from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .functional import grad, value_and_grad
+from .ops.creation import *  # noqa: F403
+from .ops.data_type import *  # noqa: F403
+from .ops.elementwise import *  # noqa: F403
+from .ops.statistical import *  # noqa: F403
+
+from . import autograd, random, testing  # noqa: E402, I001  (after the ops they use)
+
+__version__ = "0.1.0"

@@ -1,0 +1,142 @@
+"""Namespace dispatch: which array library does a call's arguments come from.
+
+``backend_namespace(*xs)`` unwraps Tensors and returns the *backend* namespace,
+cached by the tuple of argument types, so the per-op hot path pays one dict
+lookup. Mixed libraries raise :class:`NamespaceMismatchError`; mixed devices raise
+:class:`DeviceMismatchError`. Python scalars and None are ignored; a call with no
+array at all gets the current policy's namespace.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+
+from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError
+
+__all__ = ["array_namespace", "backend_namespace", "check_devices"]
+
+_SCALARS = (bool, int, float, complex, type(None))
+_CACHE: dict[tuple[type, ...], ModuleType] = {}
+
+
+def _tensor_type() -> type:
+    from .autograd._tensor import Tensor
+
+    return Tensor
+
+
+def _resolve(arrays: list[Any], func: str) -> ModuleType:
+    """Resolve the backend namespace of raw arrays (no Tensors); no caching."""
+    try:
+        return array_api_compat.array_namespace(*arrays)
+    except TypeError as e:
+        kinds: dict[str, Any] = {}
+        for a in arrays:
+            kinds.setdefault(f"{type(a).__module__}.{type(a).__qualname__}", a)
+        if len(kinds) > 1:
+            names = " and ".join(sorted(kinds))
+            msg = (
+                f"{func}: arrays from different libraries in one call ({names}); "
+                "convert one side first, e.g. xp.asarray(x) or xp.from_dlpack(x) "
+                "with xp the namespace you want"
+            )
+            raise NamespaceMismatchError(msg) from e
+        bad = arrays[0]
+        msg = f"{func}: {type(bad).__name__} {_short(bad)} is not an array of any array API library"
+        raise XpgradTypeError(msg) from e
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) < 80 else r[:77] + "..."
+
+
+def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
+    """The backend namespace of the arguments, Tensors unwrapped; cached by types.
+
+    Does not check devices (see :func:`check_devices`); used on the hot path.
+    """
+    T = _tensor_type()
+    key = tuple(type(x) for x in xs)
+    xp = _CACHE.get(key)
+    if xp is not None:
+        return xp
+    arrays = []
+    for x in xs:
+        if isinstance(x, T):
+            arrays.append(x.data)
+        elif not isinstance(x, _SCALARS):
+            if isinstance(x, (list, tuple, dict, str, bytes, set)):
+                msg = (
+                    f"{func}: expected an array, a Tensor or a Python scalar, got "
+                    f"{type(x).__name__} {_short(x)}; convert it with xpgrad.asarray first"
+                )
+                raise XpgradTypeError(msg)
+            arrays.append(x)
+    if not arrays:
+        from ._policy import current_policy
+
+        return current_policy().xp  # depends on the policy: never cached
+    xp = _resolve(arrays, func)
+    if not any(isinstance(x, T) for x in xs):
+        # a key made only of raw types determines the namespace for good
+        _CACHE[key] = xp
+    else:
+        # Tensor keys do not determine the backend; cache the unwrapped types instead
+        _CACHE.setdefault(tuple(type(a) for a in arrays), xp)
+    return xp
+
+
+def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
+    """Raise DeviceMismatchError if the arrays live on different devices; return the device."""
+    T = _tensor_type()
+    first = None
+    first_dev = None
+    for x in xs:
+        if isinstance(x, T):
+            x = x.data
+        if isinstance(x, _SCALARS):
+            continue
+        dev = array_api_compat.device(x)
+        if first is None:
+            first, first_dev = x, dev
+        elif dev != first_dev:
+            msg = (
+                f"{func}: arrays on different devices in one call ({first_dev!r} and {dev!r}); "
+                "move one with to_device() first"
+            )
+            raise DeviceMismatchError(msg)
+    return first_dev
+
+
+def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
+    """The array API namespace of the arguments, with the contract of array_api_compat's.
+
+    Raw arrays give their own library's namespace (NumPy arrays give
+    ``array_api_compat.numpy``). If any argument is an xpgrad Tensor, the result is
+    the ``xpgrad`` namespace itself, so generic code keeps recording gradients;
+    raw arrays mixed with Tensors must come from the Tensors' backend. Python
+    scalars and None are ignored.
+
+    Raises:
+        NamespaceMismatchError: arrays from two libraries (names both types).
+        DeviceMismatchError: arrays on two devices (names both devices).
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.array_namespace(np.ones(2), 1.0).__name__
+        'array_api_compat.numpy'
+        >>> xg.array_namespace(xg.asarray([1.0]), np.ones(1)).__name__
+        'xpgrad'
+    """
+    xp = backend_namespace(*xs)
+    check_devices(*xs)
+    T = _tensor_type()
+    if any(isinstance(x, T) for x in xs):
+        import xpgrad
+
+        return xpgrad
+    return xp

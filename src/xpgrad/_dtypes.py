@@ -1,0 +1,263 @@
+"""Dtypes by name: the 13 standard dtype names, xpgrad's own dtype objects, and the
+mapping to and from each namespace's dtype objects.
+
+xpgrad's namespace sits over any backend, so its dtypes (``xpgrad.float32``, ...)
+are its own singletons; :func:`dtype` gives the backend's object for a name and
+:func:`dtype_name` goes back. Tables are built once per namespace and cached.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from ._exceptions import DTypeUnavailableError, UnknownNameError
+
+__all__ = [
+    "DType",
+    "DTYPE_NAMES",
+    "complex_dtype",
+    "dtype",
+    "dtype_name",
+    "real_dtype",
+]
+
+DTYPE_NAMES: tuple[str, ...] = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
+
+_KIND = {
+    "bool": "bool",
+    **{n: "signed integer" for n in ("int8", "int16", "int32", "int64")},
+    **{n: "unsigned integer" for n in ("uint8", "uint16", "uint32", "uint64")},
+    "float32": "real floating",
+    "float64": "real floating",
+    "complex64": "complex floating",
+    "complex128": "complex floating",
+}
+
+_COMPLEX = {
+    "float32": "complex64",
+    "float64": "complex128",
+    "complex64": "complex64",
+    "complex128": "complex128",
+}
+_REAL = {
+    "complex64": "float32",
+    "complex128": "float64",
+    "float32": "float32",
+    "float64": "float64",
+}
+
+
+class DType:
+    """A dtype of xpgrad's namespace, e.g. ``xpgrad.float32``.
+
+    Singletons: compare with ``==`` or ``is``. ``str(d)`` is the standard name.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.float32.name, xg.float32.kind
+        ('float32', 'real floating')
+    """
+
+    __slots__ = ("kind", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.kind = _KIND[name]
+
+    def __repr__(self) -> str:
+        return f"xpgrad.{self.name}"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> str:
+        return self.name  # pickles as the module-level singleton
+
+
+DTYPES: dict[str, DType] = {n: DType(n) for n in DTYPE_NAMES}
+globals().update(DTYPES)
+
+# backend dtype object -> name, filled per namespace on first sight
+_NAME_BY_BACKEND: dict[Any, str] = {}
+_TABLES: dict[int, dict[str, Any]] = {}
+
+
+def _table(xp: ModuleType) -> dict[str, Any]:
+    """name -> dtype object of ``xp``; only the dtypes the namespace has."""
+    tab = _TABLES.get(id(xp))
+    if tab is None:
+        tab = {}
+        for name in DTYPE_NAMES:
+            obj = getattr(xp, name, None)
+            if obj is None:
+                continue
+            tab[name] = obj
+            _register(obj, name)
+        _TABLES[id(xp)] = tab
+    return tab
+
+
+def _register(obj: Any, name: str) -> None:
+    try:
+        _NAME_BY_BACKEND[obj] = name
+    except TypeError:  # unhashable dtype objects: fall back to the slow path
+        return
+    # NumPy-like libraries spell an array's dtype differently from the namespace
+    # attribute (np.dtype('float32') vs np.float32): register both spellings.
+    try:
+        import numpy as np
+
+        _NAME_BY_BACKEND[np.dtype(obj)] = name
+    except Exception:  # noqa: BLE001 - not a NumPy-compatible dtype object; nothing to add
+        return
+
+
+def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
+    """Return the dtype object of namespace ``xp`` for a standard dtype name.
+
+    Args:
+        name: one of the 13 standard names (``"float32"``, ``"complex64"``, ...),
+            an xpgrad dtype, or a dtype object of any backend.
+        xp: the namespace; defaults to the current policy's namespace. Pass the
+            ``xpgrad`` module itself to get xpgrad's own dtype object.
+
+    Raises:
+        UnknownNameError: ``name`` is not a standard dtype name (lists them).
+        DTypeUnavailableError: ``xp`` has no such dtype.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> import array_api_compat.numpy as cnp
+        >>> xg.dtype("float32", cnp) is cnp.float32
+        True
+        >>> xg.dtype("complex64", xg)
+        xpgrad.complex64
+    """
+    n = dtype_name(name)
+    if xp is None:
+        from ._policy import current_policy
+
+        xp = current_policy().xp
+    if getattr(xp, "__name__", None) == "xpgrad":
+        return DTYPES[n]
+    tab = _table(xp)
+    try:
+        return tab[n]
+    except KeyError:
+        msg = (
+            f"dtype: the namespace {getattr(xp, '__name__', xp)!r} has no dtype {n!r}; "
+            f"it has {sorted(tab)}"
+        )
+        raise DTypeUnavailableError(msg) from None
+
+
+def dtype_name(dt: Any) -> str:
+    """Return the standard name of a dtype given as a name, xpgrad dtype or backend dtype.
+
+    Raises:
+        UnknownNameError: not one of the 13 standard dtypes.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.dtype_name(np.float32), xg.dtype_name(np.dtype("int64")), xg.dtype_name(xg.bool)
+        ('float32', 'int64', 'bool')
+    """
+    if type(dt) is DType:
+        return dt.name
+    if isinstance(dt, str):
+        if dt in _KIND:
+            return dt
+        msg = f"dtype_name: unknown dtype name {dt!r}; valid names are {list(DTYPE_NAMES)}"
+        raise UnknownNameError(msg)
+    try:
+        return _NAME_BY_BACKEND[dt]
+    except (KeyError, TypeError):
+        pass
+    return _slow_name(dt)
+
+
+def _slow_name(dt: Any) -> str:
+    # Unseen backend dtype: derive the name from its text ("torch.float32",
+    # "dtype('float32')", "array_api_strict.float32") and check it round-trips.
+    text = str(getattr(dt, "name", None) or dt)
+    cand = text.rsplit(".", 1)[-1].strip("'\")").replace("dtype('", "")
+    if cand == "bool_":
+        cand = "bool"
+    if cand in _KIND:
+        try:
+            _NAME_BY_BACKEND[dt] = cand
+        except TypeError:
+            pass
+        return cand
+    msg = f"dtype_name: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)}"
+    raise UnknownNameError(msg)
+
+
+def complex_dtype(name: str | DType | Any) -> str:
+    """Real -> complex dtype name map: ``float32`` -> ``complex64``, ``float64`` -> ``complex128``.
+
+    Complex dtypes map to themselves.
+
+    Raises:
+        UnknownNameError: the dtype is not floating point.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.complex_dtype("float32"), xg.complex_dtype("complex128")
+        ('complex64', 'complex128')
+    """
+    n = dtype_name(name)
+    try:
+        return _COMPLEX[n]
+    except KeyError:
+        msg = f"complex_dtype: {n!r} is not a floating-point dtype; expected one of {list(_COMPLEX)}"
+        raise UnknownNameError(msg) from None
+
+
+def real_dtype(name: str | DType | Any) -> str:
+    """Complex -> real dtype name map (``complex64`` -> ``float32``); real floats map to themselves.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.real_dtype("complex64")
+        'float32'
+    """
+    n = dtype_name(name)
+    try:
+        return _REAL[n]
+    except KeyError:
+        msg = f"real_dtype: {n!r} is not a floating-point dtype; expected one of {list(_REAL)}"
+        raise UnknownNameError(msg) from None
+
+
+def kind(dt: Any) -> str:
+    """The standard's kind of a dtype: 'bool', 'signed integer', ..., 'complex floating'."""
+    return _KIND[dtype_name(dt)]
+
+
+def is_float(dt: Any) -> bool:
+    """True for real or complex floating dtypes (the ones that can carry gradients)."""
+    return _KIND[dtype_name(dt)].endswith("floating")
+
+
+def to_backend(dt: Any, xp: ModuleType) -> Any:
+    """Translate an xpgrad dtype or a name to ``xp``'s dtype object; others pass through."""
+    if dt is None:
+        return None
+    if type(dt) is DType or isinstance(dt, str):
+        return dtype(dt, xp)
+    return dt

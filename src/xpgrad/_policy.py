@@ -1,0 +1,250 @@
+"""The default-device policy: where arrays are created when no input array says.
+
+One immutable :class:`DevicePolicy` lives in one :class:`contextvars.ContextVar`.
+``with default_device(...)`` sets it for the block and restores the previous one
+through its token, even when the block raises. A new thread (or a thread-pool
+worker) starts from the *process default* (:func:`set_default_policy`), not from
+the parent's ``with`` block; asyncio tasks copy the context at creation.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from types import ModuleType
+from typing import Any, TypeVar
+
+from ._backends import load_namespace, resolve_device
+from ._dtypes import DType, dtype, dtype_name
+from ._exceptions import XpgradTypeError
+
+__all__ = [
+    "DevicePolicy",
+    "current_policy",
+    "default_device",
+    "reset_policy",
+    "set_default_policy",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class DevicePolicy:
+    """Where new arrays go when no input array decides: namespace, device, dtype, seed.
+
+    Attributes:
+        xp: the array API namespace (e.g. ``array_api_compat.numpy``).
+        device: a device object of ``xp``, or None for the library's default.
+        dtype: the default *floating* dtype name (``"float32"``), or None for the
+            backend's own default (NumPy float64, torch float32). ``nn`` layers use
+            float32 when this is None, as PyTorch does.
+        seed: seed for :mod:`xpgrad.random` under this policy, or None.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> p = xg.current_policy()
+        >>> p.xp.__name__, p.device, p.dtype
+        ('array_api_compat.numpy', None, None)
+    """
+
+    xp: ModuleType
+    device: Any = None
+    dtype: str | None = None
+    seed: int | None = None
+    # the random generator this policy owns (see xpgrad.random); not part of equality
+    rng: Any = field(default=None, compare=False, repr=False)
+
+    def float_dtype(self) -> Any:
+        """The backend dtype object for new floating arrays under this policy."""
+        if self.dtype is not None:
+            return dtype(self.dtype, self.xp)
+        info = getattr(self.xp, "__array_namespace_info__", None)
+        if info is not None:
+            return info().default_dtypes(device=self.device)["real floating"]
+        return self.xp.float64
+
+
+def _numpy_default() -> DevicePolicy:
+    return DevicePolicy(xp=load_namespace("numpy"))
+
+
+_lock = threading.Lock()
+_process_default: DevicePolicy | None = None
+_POLICY: contextvars.ContextVar[DevicePolicy | None] = contextvars.ContextVar(
+    "xpgrad_policy", default=None
+)
+
+
+def current_policy() -> DevicePolicy:
+    """The policy in force in this context: the innermost ``with``, else the process default.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> with xg.default_device(dtype="float32"):
+        ...     xg.current_policy().dtype
+        'float32'
+        >>> xg.current_policy().dtype is None
+        True
+    """
+    p = _POLICY.get()
+    if p is not None:
+        return p
+    global _process_default
+    if _process_default is None:
+        with _lock:
+            if _process_default is None:
+                _process_default = _numpy_default()
+    return _process_default
+
+
+def _make_policy(
+    base: DevicePolicy,
+    xp: Any,
+    device: Any,
+    dtype_: Any,
+    seed: int | None,
+    func: str,
+) -> DevicePolicy:
+    """Build a policy from ``base`` with the given fields replaced (None = inherit)."""
+    new_xp = base.xp
+    new_device = base.device
+    if xp is not None:
+        new_xp, arr_device = _namespace_of(xp, func)
+        new_device = arr_device  # a new namespace resets the device unless given
+    if device is not None:
+        new_device = resolve_device(new_xp, device)
+    new_dtype = base.dtype
+    if dtype_ is not None:
+        if not isinstance(dtype_, (str, DType)):
+            dtype_ = dtype_name(dtype_)
+        new_dtype = dtype_name(dtype_)
+        if not new_dtype.startswith(("float", "complex")):
+            msg = f"{func}: dtype must be a floating dtype name, got {new_dtype!r}"
+            raise XpgradTypeError(msg)
+        dtype(new_dtype, new_xp)  # raises if the namespace lacks it
+    new_seed = base.seed if seed is None else int(seed)
+    changed_rng = seed is not None or new_xp is not base.xp or new_device is not base.device
+    rng = None if changed_rng else base.rng
+    return replace(base, xp=new_xp, device=new_device, dtype=new_dtype, seed=new_seed, rng=rng)
+
+
+def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
+    if isinstance(spec, str):
+        return load_namespace(spec), None
+    if isinstance(spec, ModuleType):
+        if getattr(spec, "__name__", None) == "numpy":
+            return load_namespace("numpy"), None
+        return spec, None
+    if hasattr(spec, "__array_namespace__") or hasattr(spec, "shape"):
+        import array_api_compat
+
+        return array_api_compat.array_namespace(spec), array_api_compat.device(spec)
+    msg = (
+        f"{func}: xp must be a namespace module, a library name or an array, "
+        f"got {type(spec).__name__} {spec!r}"
+    )
+    raise XpgradTypeError(msg)
+
+
+class default_device:  # noqa: N801 - a context manager used like a function
+    """Set the default namespace, device, dtype and seed for a block (or a function).
+
+    Args:
+        xp: a namespace module, a library name (``"numpy"``, ``"cupy"``, ``"torch"``,
+            ``"jax"``, ``"dask"``, ``"array_api_strict"``) or an existing array
+            (its namespace and device are taken). None keeps the current one.
+        device: a device object or a string ``"cpu"``, ``"cuda"``, ``"cuda:1"``
+            (translated for the library); None keeps the current one, or the
+            library's default when ``xp`` changes.
+        dtype: default floating dtype name, e.g. ``"float32"``; None keeps the current.
+        seed: seed for :mod:`xpgrad.random`; a block with a seed starts a fresh generator.
+
+    The previous policy is restored when the block exits, also on exceptions.
+    Usable as a decorator: each call of the decorated function runs under it.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> with xg.default_device("array_api_strict", dtype="float32"):
+        ...     x = xg.zeros(3)
+        >>> x.dtype, xg.current_policy().xp.__name__
+        (xpgrad.float32, 'array_api_compat.numpy')
+    """
+
+    def __init__(self, xp: Any = None, device: Any = None, dtype: Any = None, seed: int | None = None) -> None:
+        self._args = (xp, device, dtype, seed)
+        self._tokens: list[contextvars.Token[DevicePolicy | None]] = []
+        # validate eagerly so that a bad name fails at the `with` line
+        _make_policy(current_policy(), xp, device, dtype, seed, "default_device")
+
+    def __enter__(self) -> DevicePolicy:
+        xp, device, dtype_, seed = self._args
+        policy = _make_policy(current_policy(), xp, device, dtype_, seed, "default_device")
+        self._tokens.append(_POLICY.set(policy))
+        return policy
+
+    def __exit__(self, *exc: object) -> None:
+        _POLICY.reset(self._tokens.pop())
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with default_device(*self._args):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def set_default_policy(xp: Any = None, device: Any = None, dtype: Any = None, seed: int | None = None) -> DevicePolicy:
+    """Set the process default policy: what threads and contexts without a ``with`` see.
+
+    Fields left as None keep the current process default's value.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> _ = xg.set_default_policy(dtype="float32")
+        >>> xg.current_policy().dtype
+        'float32'
+        >>> xg.reset_policy()
+    """
+    global _process_default
+    base = _process_default_or_numpy()
+    new = _make_policy(base, xp, device, dtype, seed, "set_default_policy")
+    with _lock:
+        _process_default = new
+    return new
+
+
+def _process_default_or_numpy() -> DevicePolicy:
+    return _process_default if _process_default is not None else _numpy_default()
+
+
+def reset_policy() -> None:
+    """Reset the process default to NumPy, device None, dtype None, seed None.
+
+    Also clears any ``with`` policy of the *current* context (an enclosing
+    ``with`` still restores its own previous value when it exits).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.reset_policy(); xg.current_policy().xp.__name__
+        'array_api_compat.numpy'
+    """
+    global _process_default
+    with _lock:
+        _process_default = _numpy_default()
+    _POLICY.set(None)
+
+
+@contextmanager
+def _policy_scope(policy: DevicePolicy) -> Iterator[DevicePolicy]:
+    """Internal: run a block under an exact policy object."""
+    token = _POLICY.set(policy)
+    try:
+        yield policy
+    finally:
+        _POLICY.reset(token)

@@ -1,0 +1,22 @@
+"""The tape: Tensor, primitives, the backward engine and grad mode."""
+
+from ._core import PRIMITIVES, ArgMeta, Node, Primitive, apply, primitive
+from ._engine import backward, grad
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._tensor import Tensor
+
+__all__ = [
+    "PRIMITIVES",
+    "ArgMeta",
+    "Node",
+    "Primitive",
+    "Tensor",
+    "apply",
+    "backward",
+    "enable_grad",
+    "grad",
+    "is_grad_enabled",
+    "no_grad",
+    "primitive",
+    "set_grad_enabled",
+]

@@ -1,0 +1,453 @@
+"""The backward engine: one iterative pass in reverse topological order.
+
+Order comes from an iterative depth-first post-order (no recursion, so chains of
+any length work); processing it in reverse visits every node after all of its
+consumers. Gradients wait in a buffer per node and are dropped as soon as the
+node has used them; saved values are freed after use unless ``retain_graph``.
+A ``None`` gradient is a symbolic zero: it is never materialized.
+
+First order calls each rule with the node's backend namespace and raw arrays;
+``create_graph=True`` calls the same rule with the ``xpgrad`` namespace and
+Tensors, so the backward pass is itself recorded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .._exceptions import (
+    GraphFreedError,
+    InPlaceModificationError,
+    NonDifferentiableError,
+    XpgradRuntimeError,
+    XpgradTypeError,
+    XpgradValueError,
+)
+from ._core import ArgMeta, Node
+from ._grad_mode import GRAD_ENABLED
+from ._tensor import Tensor, _wrap
+
+__all__ = ["backward", "grad"]
+
+
+def _toposort(roots: list[Node]) -> list[Node]:
+    """Nodes reachable from ``roots``, consumers before producers."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack[-1]
+            parents = node.parents
+            while i < len(parents):
+                p = parents[i]
+                i += 1
+                if type(p) is Node and id(p) not in seen:
+                    seen.add(id(p))
+                    stack[-1] = (node, i)
+                    stack.append((p, 0))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
+    """Bring ``g`` to ``shape``: sum over broadcast axes, or broadcast a reduced result.
+
+    The one place broadcasting is undone: rules return a gradient that broadcasts
+    against their output (or, for reductions, against their input), and the
+    engine fits it to the argument.
+    """
+    shape = tuple(shape)
+    gshape = tuple(g.shape)
+    lead = len(gshape) - len(shape)
+    if lead > 0 or any(s == 1 and gs != 1 for s, gs in zip(shape, gshape[max(lead, 0):])):
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, (s, gs) in enumerate(zip(shape, gshape[lead:])) if s == 1 and gs != 1
+        )
+        g = xp.sum(g, axis=axes, keepdims=True)
+        if lead:
+            g = xp.reshape(g, tuple(g.shape)[lead:])
+    if tuple(g.shape) != shape:
+        g = xp.broadcast_to(g, shape)
+    return g
+
+
+def _fit(xp: Any, g: Any, meta: tuple[Any, Any], create_graph: bool) -> Any:
+    """Bring a rule's result to the argument's shape and dtype."""
+    shape, dt = meta
+    if not hasattr(g, "shape"):  # a Python scalar from a rule
+        g = xp.asarray(g)
+    if tuple(g.shape) != tuple(shape):
+        g = _unbroadcast(xp, g, shape)
+    gdt = g.data.dtype if create_graph else g.dtype
+    if gdt != dt:
+        from .._dtypes import dtype_name, kind
+
+        gk, ak = kind(gdt), kind(dt)
+        if gk == "complex floating" and ak != "complex floating":
+            g = xp.real(g)  # a real input's gradient is the real part
+            gdt = g.data.dtype if create_graph else g.dtype
+        if gdt != dt:
+            g = xp.astype(g, dt if not create_graph else dtype_name(dt))
+    return g
+
+
+def _as_backend(value: Any, like: Tensor, func: str) -> Any:
+    """Validate and unwrap a user-supplied upstream gradient for ``like``."""
+    from .._dispatch import backend_namespace
+
+    if isinstance(value, Tensor):
+        data = value.data
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):
+        data = value
+    else:
+        xp = backend_namespace(like.data)
+        try:
+            data = xp.asarray(value, dtype=like.data.dtype, device=like.device)
+        except Exception as e:
+            msg = f"{func}: gradient must be an array or a number, got {type(value).__name__}"
+            raise XpgradTypeError(msg) from e
+    if tuple(data.shape) != tuple(like.data.shape):
+        msg = f"{func}: gradient has shape {tuple(data.shape)}, but the output has shape {tuple(like.data.shape)}"
+        raise XpgradValueError(msg)
+    if data.dtype != like.data.dtype:
+        from .._dtypes import dtype_name
+
+        msg = (
+            f"{func}: gradient has dtype {dtype_name(data.dtype)}, but the output has dtype "
+            f"{dtype_name(like.data.dtype)}"
+        )
+        raise XpgradTypeError(msg)
+    from .._dispatch import check_devices
+
+    check_devices(data, like.data, func=func)
+    return value if isinstance(value, Tensor) else data
+
+
+def _seed(t: Tensor, gradient: Any, func: str) -> Any:
+    if gradient is None:
+        shape = tuple(t.data.shape)
+        if math.prod(shape) != 1:
+            msg = (
+                f"{func}: the output has shape {shape}; backward without gradient= works only "
+                "for one-element outputs, so pass gradient= (the upstream gradient) explicitly"
+            )
+            raise XpgradValueError(msg)
+        from .._dispatch import backend_namespace
+
+        xp = backend_namespace(t.data)
+        return xp.ones(shape, dtype=t.data.dtype, device=t.device)
+    return _as_backend(gradient, t, func)
+
+
+def _run(
+    outputs: Sequence[Tensor],
+    grads: Sequence[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    targets: Sequence[Tensor] | None,
+    func: str,
+) -> list[Any] | None:
+    """The engine. Accumulates into leaves (targets None) or returns target grads."""
+    import xpgrad
+
+    # gradient buffers: node -> list per output; leaves by id
+    gbuf: dict[Node, list[Any]] = {}
+    leaf_grads: dict[int, Any] = {}
+    leaves: dict[int, Tensor] = {}
+    roots: list[Node] = []
+    for t, g in zip(outputs, grads):
+        if create_graph and not isinstance(g, Tensor):
+            g = _wrap(g)
+        elif not create_graph and isinstance(g, Tensor):
+            g = g.data
+        node = t._node
+        if node is None:
+            _acc_leaf(leaf_grads, leaves, t, g)
+            continue
+        buf = gbuf.get(node)
+        if buf is None:
+            buf = gbuf[node] = [None] * node.n_out
+            roots.append(node)
+        buf[t._oidx] = g if buf[t._oidx] is None else buf[t._oidx] + g
+
+    capture: dict[tuple[int, int], int] = {}
+    needed: set[int] | None = None
+    if targets is not None:
+        for k, t in enumerate(targets):
+            if t._node is not None:
+                capture[(id(t._node), t._oidx)] = k
+    order = _toposort(roots)
+    if targets is not None:
+        needed = _needed(order, targets)
+    results: list[Any] = [None] * (len(targets) if targets is not None else 0)
+
+    for node in order:
+        buf = gbuf.pop(node, None)
+        if node.hooks and buf is not None:
+            buf = _run_hooks(node, buf, create_graph)
+        if capture and buf is not None:
+            for j in range(node.n_out):
+                k = capture.get((id(node), j))
+                if k is not None and buf[j] is not None:
+                    results[k] = buf[j]
+        if buf is None or all(b is None for b in buf) or (needed is not None and id(node) not in needed):
+            if not retain_graph:
+                node.free()
+            continue
+        prim = node.prim
+        if node.freed and (prim.save is None or prim.save or prim.save_ans):
+            msg = (
+                f"backward: trying to go through the graph of {prim.name} a second time, but its "
+                "saved values were freed after the first backward; pass retain_graph=True to the "
+                "first backward (or grad call) if you need to go through it again"
+            )
+            raise GraphFreedError(msg)
+        args, ans = _saved_inputs(node, create_graph)
+        g = buf[0] if node.n_out == 1 else tuple(buf)
+        xp = xpgrad if create_graph else node.xp
+        kw = node.kw
+        for i, parent in enumerate(node.parents):
+            if parent is None:
+                continue
+            if needed is not None and id(parent) not in needed:
+                continue
+            rule = prim.vjp_rule(i)
+            if rule is None:  # recorded only when a rule exists; kept for safety
+                msg = f"{prim.name}: no gradient rule for argument {i}"
+                raise NonDifferentiableError(msg)
+            gi = rule(xp, g, ans, *args, **kw)
+            if gi is None:
+                continue
+            gi = _fit(xp, gi, node.meta[i], create_graph)
+            if type(parent) is Node:
+                pb = gbuf.get(parent)
+                if pb is None:
+                    pb = gbuf[parent] = [None] * parent.n_out
+                j = node.pidx[i]
+                pb[j] = gi if pb[j] is None else pb[j] + gi
+            else:
+                _acc_leaf(leaf_grads, leaves, parent, gi)
+        if not retain_graph:
+            node.free()
+
+    if targets is not None:
+        for k, t in enumerate(targets):
+            if t._node is None and id(t) in leaf_grads:
+                results[k] = leaf_grads[id(t)]
+        return results
+    for key, g in leaf_grads.items():
+        leaf = leaves[key]
+        if leaf._hooks:
+            g = _apply_hooks(leaf._hooks, g, create_graph)
+        gt = g if create_graph else _wrap(g)
+        leaf.grad = gt if leaf.grad is None else leaf.grad + gt
+    return None
+
+
+def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
+    """ids of the nodes and leaves whose backward leads to a target."""
+    need: set[int] = set()
+    for t in targets:
+        need.add(id(t) if t._node is None else id(t._node))
+    for node in reversed(order):  # producers first
+        if id(node) in need:
+            continue
+        for p in node.parents:
+            if p is not None and id(p) in need:
+                need.add(id(node))
+                break
+    return need
+
+
+def _acc_leaf(leaf_grads: dict[int, Any], leaves: dict[int, Tensor], leaf: Tensor, g: Any) -> None:
+    k = id(leaf)
+    prev = leaf_grads.get(k)
+    if prev is None:
+        leaf_grads[k] = g
+        leaves[k] = leaf
+    else:
+        leaf_grads[k] = prev + g
+
+
+def _apply_hooks(hooks: list[Any], g: Any, create_graph: bool) -> Any:
+    for hook in list(hooks):
+        gt = g if create_graph else _wrap(g)
+        r = hook(gt)
+        if r is not None:
+            g = r if create_graph else (r.data if isinstance(r, Tensor) else r)
+    return g
+
+
+def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
+    assert node.hooks is not None  # noqa: S101 - checked by the caller
+    for j, hooks in node.hooks.items():
+        if buf[j] is not None and hooks:
+            buf[j] = _apply_hooks(hooks, buf[j], create_graph)
+    return buf
+
+
+def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
+    """The saved arguments and output, checked against in-place changes."""
+    for pos, box, ver in node.checks or ():
+        if box[0] != ver:
+            what = "its output" if pos < 0 else f"argument {pos}"
+            msg = (
+                f"{node.prim.name}: {what}, saved for backward, was modified in place afterwards "
+                f"(version {box[0]}, expected {ver}); make a copy before modifying it, or "
+                "modify it out of place"
+            )
+            raise InPlaceModificationError(msg)
+    saved = node.saved if node.saved is not None else [None] * len(node.meta)
+    # arguments whose data was not saved reach the rule as shape/dtype only
+    saved = [ArgMeta(*m) if d is None and m is not None else d for d, m in zip(saved, node.meta)]
+    ans = node.ans
+    if not create_graph:
+        return saved, ans
+    args: list[Any] = []
+    for i, d in enumerate(saved):
+        if d is None or type(d) is ArgMeta or not hasattr(d, "shape"):
+            args.append(d)
+            continue
+        p = node.parents[i]
+        if p is None:
+            args.append(_wrap(d))
+        elif type(p) is Node:
+            args.append(_wrap(d, p, node.pidx[i]))
+        else:
+            args.append(p)  # the leaf itself (its version was checked above)
+    if ans is not None:
+        if node.n_out == 1:
+            ans = _wrap(ans, node, 0)
+        else:
+            ans = tuple(_wrap(a, node, j) for j, a in enumerate(ans))
+    return args, ans
+
+
+def backward(
+    tensors: Sequence[Tensor],
+    grad_tensors: Sequence[Any] | None = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Sequence[Tensor] | None = None,
+) -> None:
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([1.0, 2.0], requires_grad=True)
+        >>> xg.autograd.backward([(x * x).sum()])
+        >>> x.grad
+        Tensor([2., 4.], dtype=float64, device=cpu)
+    """
+    func = "backward"
+    tensors = list(tensors)
+    seeds = []
+    for k, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            msg = f"{func}: expected Tensors, got {type(t).__name__}"
+            raise XpgradTypeError(msg)
+        if not t.requires_grad:
+            msg = (
+                f"{func}: the tensor does not require grad and has no grad_fn; "
+                "it does not depend on any tensor with requires_grad=True"
+            )
+            raise NonDifferentiableError(msg)
+        seeds.append(_seed(t, None if grad_tensors is None else grad_tensors[k], func))
+    if retain_graph is None:
+        retain_graph = create_graph
+    if inputs is not None:
+        inputs = list(inputs)
+        res = _engine_call(tensors, seeds, retain_graph, create_graph, inputs, func)
+        for t, g in zip(inputs, res):
+            if g is None:
+                continue
+            gt = g if create_graph else _wrap(g)
+            t.grad = gt if t.grad is None else t.grad + gt
+        return
+    _engine_call(tensors, seeds, retain_graph, create_graph, None, func)
+
+
+def _engine_call(tensors: list[Tensor], seeds: list[Any], retain_graph: bool, create_graph: bool,
+                 targets: list[Tensor] | None, func: str) -> Any:
+    from ._grad_mode import enable_grad, no_grad
+
+    ctx = enable_grad() if create_graph else no_grad()
+    with ctx:
+        return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph,
+                    targets=targets, func=func)
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = True,
+) -> tuple[Tensor, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated).
+
+    Inputs that the outputs do not depend on get zeros (as in JAX), unless
+    ``allow_unused=False``, which raises instead.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([1.0, 2.0], requires_grad=True)
+        >>> (gx,) = xg.autograd.grad((x ** 3).sum(), x)
+        >>> gx
+        Tensor([ 3., 12.], dtype=float64, device=cpu)
+    """
+    func = "grad"
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) or grad_outputs is None or hasattr(grad_outputs, "shape") else list(grad_outputs)
+    if grad_outputs is None:
+        gos = [None] * len(outs)
+    for t in ins:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            msg = f"{func}: every input must be a Tensor that requires grad, got {t!r}"
+            raise XpgradRuntimeError(msg)
+    seeds = []
+    live_outs = []
+    for t, g in zip(outs, gos):
+        if not isinstance(t, Tensor):
+            msg = f"{func}: outputs must be Tensors, got {type(t).__name__}"
+            raise XpgradTypeError(msg)
+        if not t.requires_grad:
+            continue  # does not depend on any input: contributes zeros
+        live_outs.append(t)
+        seeds.append(_seed(t, g, func))
+    if retain_graph is None:
+        retain_graph = create_graph
+    res: list[Any] = [None] * len(ins)
+    if live_outs:
+        res = _engine_call(live_outs, seeds, retain_graph, create_graph, ins, func)
+    out = []
+    for t, g in zip(ins, res):
+        if g is None:
+            if not allow_unused:
+                msg = f"{func}: one of the inputs was not used to compute the outputs (allow_unused=False)"
+                raise XpgradRuntimeError(msg)
+            from .._dispatch import backend_namespace
+
+            xp = backend_namespace(t.data)
+            g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
+            out.append(_wrap(g))
+        else:
+            out.append(g if isinstance(g, Tensor) else _wrap(g))
+    if not create_graph:
+        return tuple(out)
+    return tuple(out)

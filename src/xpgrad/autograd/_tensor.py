@@ -1,0 +1,624 @@
+"""The Tensor: a backend array in ``.data`` plus what the tape needs.
+
+A Tensor does not subclass any library's array; its ``__array_namespace__`` is
+the ``xpgrad`` module, so array-API code handed a Tensor records gradients.
+Operators dispatch to the primitives registered in :data:`PRIMITIVES`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import array_api_compat
+
+from .._dtypes import DTYPES, _NAME_BY_BACKEND, dtype_name, is_float
+from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from ._core import PRIMITIVES, apply
+from ._grad_mode import GRAD_ENABLED
+
+__all__ = ["Tensor"]
+
+_NOKW: dict[str, Any] = {}
+_SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+
+
+def _op(name: str, *args: Any, **kw: Any) -> Any:
+    return apply(PRIMITIVES[name], args, kw or _NOKW)
+
+
+def _wrap(data: Any, node: Any = None, oidx: int = 0, version: list[int] | None = None) -> Tensor:
+    t = _new(Tensor)
+    t.data = data
+    t._node = node
+    t._oidx = oidx
+    t.requires_grad = node is not None
+    t.grad = None
+    t._version = [0] if version is None else version
+    t._hooks = None
+    return t
+
+
+_new = object.__new__
+
+
+def _check_grad_dtype(data: Any, func: str) -> None:
+    dt = data.dtype
+    name = _NAME_BY_BACKEND.get(dt) if _hashable(dt) else None
+    if name is None:
+        name = dtype_name(dt)
+    if not is_float(name):
+        msg = (
+            f"{func}: only floating-point and complex tensors can require grad, "
+            f"got dtype {name}"
+        )
+        raise XpgradTypeError(msg)
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _unwrap_key(key: Any) -> Any:
+    if isinstance(key, Tensor):
+        return key.data
+    if isinstance(key, tuple):
+        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
+    return key
+
+
+class Tensor:
+    """An array of any array API library, with gradient tracking.
+
+    Create one with :func:`xpgrad.asarray` / :func:`xpgrad.tensor`, or
+    ``Tensor(backend_array, requires_grad=...)``.
+
+    Attributes:
+        data: the backend array (NumPy, CuPy, torch, JAX, Dask, array-api-strict...).
+        requires_grad: whether gradients are computed for this tensor.
+        grad: the accumulated gradient (a Tensor) after ``backward()``, or None.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([1.0, 2.0], requires_grad=True)
+        >>> y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad
+        Tensor([2., 4.], dtype=float64, device=cpu)
+    """
+
+    __slots__ = ("_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad", "__weakref__")
+    __hash__ = object.__hash__
+    __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
+
+    def __init__(self, data: Any, requires_grad: bool = False) -> None:
+        if isinstance(data, Tensor):
+            data = data.data
+        if not hasattr(data, "shape") or not hasattr(data, "dtype"):
+            msg = (
+                f"Tensor: expected a backend array, got {type(data).__name__}; "
+                "use xpgrad.asarray() for lists and scalars"
+            )
+            raise XpgradTypeError(msg)
+        self.data = data
+        self._node = None
+        self._oidx = 0
+        self._version = [0]
+        self._hooks: list[Callable[..., Any]] | None = None
+        self.grad: Tensor | None = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def dtype(self) -> Any:
+        """The dtype, as an xpgrad dtype (``xpgrad.float32``)."""
+        dt = self.data.dtype
+        try:
+            return DTYPES[_NAME_BY_BACKEND[dt]]
+        except (KeyError, TypeError):
+            return DTYPES[dtype_name(dt)]
+
+    @property
+    def device(self) -> Any:
+        """The backend's device object."""
+        return array_api_compat.device(self.data)
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """The shape; unknown (data-dependent) sizes are None."""
+        s = self.data.shape
+        if type(s) is tuple:
+            return s
+        return tuple(None if (d is None or d != d) else int(d) for d in s)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.data.shape)
+
+    @property
+    def size(self) -> int | None:
+        """Number of elements, None when a size is unknown."""
+        s = self.shape
+        if any(d is None for d in s):
+            return None
+        return math.prod(s)  # type: ignore[arg-type]
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - the standard's name
+        """Transpose of a 2-D tensor."""
+        if self.ndim != 2:
+            msg = f"Tensor.T: only defined for 2-D tensors, got {self.ndim}-D; use mT or permute_dims"
+            raise XpgradValueError(msg)
+        return _op("permute_dims", self, axes=(1, 0))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - the standard's name
+        """Transpose of the last two axes."""
+        return _op("matrix_transpose", self)
+
+    @property
+    def grad_fn(self) -> Any:
+        """The Node that produced this tensor, None for leaves."""
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place (leaves only); returns self.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.zeros(2).requires_grad_().requires_grad
+            True
+        """
+        if requires_grad:
+            _check_grad_dtype(self.data, "requires_grad_")
+        elif self._node is not None:
+            msg = "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()"
+            raise XpgradRuntimeError(msg)
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        """A tensor sharing the data (and version counter) with no gradient history.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> x = xg.asarray([1.0], requires_grad=True)
+            >>> (x * 2).detach().requires_grad
+            False
+        """
+        return _wrap(self.data, None, 0, self._version)
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad.
+
+        Args:
+            gradient: upstream gradient, same shape as self; required unless self
+                has one element.
+            retain_graph: keep saved values for another backward (default: create_graph).
+            create_graph: record the backward pass, for higher-order gradients.
+            inputs: accumulate only into these leaves.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> x = xg.asarray([3.0], requires_grad=True)
+            >>> (x ** 2).sum().backward()
+            >>> x.grad
+            Tensor([6.], dtype=float64, device=cpu)
+        """
+        from ._engine import backward
+
+        backward([self], None if gradient is None else [gradient], retain_graph=retain_graph,
+                 create_graph=create_graph, inputs=inputs)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one.
+
+        Returns a handle whose ``remove()`` unregisters the hook.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> x = xg.asarray([1.0], requires_grad=True)
+            >>> h = x.register_hook(lambda g: g * 10)
+            >>> (x * 1).sum().backward(); x.grad
+            Tensor([10.], dtype=float64, device=cpu)
+        """
+        if not self.requires_grad:
+            msg = "register_hook: cannot register a hook on a tensor that doesn't require grad"
+            raise XpgradRuntimeError(msg)
+        if self._node is None:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+        else:
+            node = self._node
+            if node.hooks is None:
+                node.hooks = {}
+            hooks = node.hooks.setdefault(self._oidx, [])
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def retain_grad(self) -> None:
+        """Make a non-leaf tensor keep its ``.grad`` after backward (no-op on leaves)."""
+        if self._node is None:
+            return
+
+        def keep(g: Tensor) -> None:
+            self.grad = g if self.grad is None else self.grad + g
+
+        self.register_hook(keep)
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self) -> Any:
+        """The values as a NumPy array (copied to the host when needed).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.asarray([1.0, 2.0]).numpy()
+            array([1., 2.])
+        """
+        if self.requires_grad:
+            msg = "numpy: the tensor requires grad; call detach().numpy() to leave the graph"
+            raise XpgradRuntimeError(msg)
+        return _to_numpy(self.data)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        import numpy as np
+
+        out = self.numpy()
+        return out if dtype is None else np.asarray(out, dtype=dtype)
+
+    def item(self) -> Any:
+        """The single element as a Python scalar."""
+        return _to_numpy(self.data).item()
+
+    def tolist(self) -> Any:
+        return _to_numpy(self.data).tolist()
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        """Copy to another device (differentiable); device strings like ``"cpu"`` work."""
+        from .._backends import resolve_device
+        from .._dispatch import backend_namespace
+
+        dev = resolve_device(backend_namespace(self.data), device)
+        return _op("to_device", self, device=dev, stream=stream)
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
+            msg = f"__array_namespace__: unsupported api_version {api_version!r}; supported: {_SUPPORTED_API_VERSIONS}"
+            raise XpgradValueError(msg)
+        import xpgrad
+
+        return xpgrad
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self.data.__dlpack_device__()
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def __int__(self) -> int:
+        return int(self.data)
+
+    def __float__(self) -> float:
+        return float(self.data)
+
+    def __complex__(self) -> complex:
+        return complex(self.data)
+
+    def __index__(self) -> int:
+        return operator.index(self.data)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            msg = "len: a 0-D tensor has no length"
+            raise XpgradTypeError(msg)
+        return int(self.data.shape[0])
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            msg = "iter: iteration over a 0-D tensor"
+            raise XpgradTypeError(msg)
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        if array_api_compat.is_lazy_array(self.data):
+            body = repr(self.data)
+        else:
+            try:
+                import numpy as np
+
+                body = np.array2string(_to_numpy(self.data), separator=", ", prefix="Tensor(")
+            except Exception:  # noqa: BLE001 - a backend we cannot copy to the host: show its repr
+                body = repr(self.data)
+        parts = [body, f"dtype={self.dtype.name}", f"device={_device_text(self.data)}"]
+        if self._node is not None:
+            parts.append(f"grad_fn=<{self._node.prim.name}>")
+        elif self.requires_grad:
+            parts.append("requires_grad=True")
+        return "Tensor(" + ", ".join(parts) + ")"
+
+    __str__ = __repr__
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, o: Any) -> Tensor:
+        return _op("add", self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return _op("add", o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return _op("subtract", self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return _op("subtract", o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return _op("multiply", self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return _op("multiply", o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return _op("divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return _op("divide", o, self)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return _op("floor_divide", self, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return _op("floor_divide", o, self)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return _op("remainder", self, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return _op("remainder", o, self)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return _op("pow", self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return _op("pow", o, self)
+
+    def __matmul__(self, o: Any) -> Tensor:
+        return _op("matmul", self, o)
+
+    def __rmatmul__(self, o: Any) -> Tensor:
+        return _op("matmul", o, self)
+
+    def __and__(self, o: Any) -> Tensor:
+        return _op("bitwise_and", self, o)
+
+    def __rand__(self, o: Any) -> Tensor:
+        return _op("bitwise_and", o, self)
+
+    def __or__(self, o: Any) -> Tensor:
+        return _op("bitwise_or", self, o)
+
+    def __ror__(self, o: Any) -> Tensor:
+        return _op("bitwise_or", o, self)
+
+    def __xor__(self, o: Any) -> Tensor:
+        return _op("bitwise_xor", self, o)
+
+    def __rxor__(self, o: Any) -> Tensor:
+        return _op("bitwise_xor", o, self)
+
+    def __lshift__(self, o: Any) -> Tensor:
+        return _op("bitwise_left_shift", self, o)
+
+    def __rlshift__(self, o: Any) -> Tensor:
+        return _op("bitwise_left_shift", o, self)
+
+    def __rshift__(self, o: Any) -> Tensor:
+        return _op("bitwise_right_shift", self, o)
+
+    def __rrshift__(self, o: Any) -> Tensor:
+        return _op("bitwise_right_shift", o, self)
+
+    def __neg__(self) -> Tensor:
+        return _op("negative", self)
+
+    def __pos__(self) -> Tensor:
+        return _op("positive", self)
+
+    def __abs__(self) -> Tensor:
+        return _op("abs", self)
+
+    def __invert__(self) -> Tensor:
+        return _op("bitwise_invert", self)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _op("equal", self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _op("not_equal", self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return _op("less", self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return _op("less_equal", self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return _op("greater", self, o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return _op("greater_equal", self, o)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return _op("getitem", self, key=_unwrap_key(key))
+
+    # ------------------------------------------------------------------ in place
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = _unwrap_key(key)
+        self._inplace("setitem", value, key)
+
+    def _inplace(self, name: str, other: Any, key: Any = None) -> Tensor:
+        """In-place update: a functional update on the tape when recording, else in place.
+
+        When the update is recorded (self or ``other`` requires grad in grad mode)
+        the tensor is rebound to the result of the out-of-place primitive; values
+        saved earlier keep the old data, so their gradients stay right. Otherwise
+        the backend array is mutated where the backend allows it, and the version
+        counter is bumped so that a saved copy of the old value is detected.
+        """
+        other_rg = isinstance(other, Tensor) and other.requires_grad
+        if GRAD_ENABLED.get() and (self.requires_grad or other_rg):
+            if self._node is None and self.requires_grad:
+                msg = (
+                    f"{_INPLACE_NAMES.get(name, name)}: a leaf tensor that requires grad cannot be "
+                    "modified in place while recording; use `with xpgrad.no_grad():` "
+                    "or an out-of-place operation"
+                )
+                raise InPlaceModificationError(msg)
+            if name == "setitem":
+                new = _op("setitem", self, other, key=key)
+            else:
+                new = _op(name, self, other)
+                if new.data.dtype != self.data.dtype:
+                    new = _op("astype", new, dtype=self.data.dtype, copy=False)
+            self.data = new.data
+            self._node = new._node
+            self._oidx = new._oidx
+            self.requires_grad = True
+            self._version = new._version
+            return self
+        o = other.data if isinstance(other, Tensor) else other
+        if name == "setitem":
+            import array_api_extra as xpx
+
+            try:
+                self.data[key] = o
+            except (TypeError, ValueError, IndexError, NotImplementedError):
+                # immutable backends (JAX) and unsupported index kinds: functional update
+                self.data = xpx.at(self.data, key).set(o)
+        else:
+            before = self.data
+            after = _INPLACE_RAW[name](before, o)
+            if after.dtype != before.dtype:
+                msg = (
+                    f"{_INPLACE_NAMES[name]}: the result dtype {dtype_name(after.dtype)} differs "
+                    f"from the tensor's dtype {dtype_name(before.dtype)}; in-place operations "
+                    "cannot change a tensor's dtype"
+                )
+                raise XpgradTypeError(msg)
+            self.data = after
+        self._version[0] += 1
+        return self
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return self._inplace("add", o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self._inplace("subtract", o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self._inplace("multiply", o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self._inplace("divide", o)
+
+    def __ifloordiv__(self, o: Any) -> Tensor:
+        return self._inplace("floor_divide", o)
+
+    def __imod__(self, o: Any) -> Tensor:
+        return self._inplace("remainder", o)
+
+    def __ipow__(self, o: Any) -> Tensor:
+        return self._inplace("pow", o)
+
+    def __imatmul__(self, o: Any) -> Tensor:
+        return self._inplace("matmul", o)
+
+    def __iand__(self, o: Any) -> Tensor:
+        return self._inplace("bitwise_and", o)
+
+    def __ior__(self, o: Any) -> Tensor:
+        return self._inplace("bitwise_or", o)
+
+    def __ixor__(self, o: Any) -> Tensor:
+        return self._inplace("bitwise_xor", o)
+
+    def __ilshift__(self, o: Any) -> Tensor:
+        return self._inplace("bitwise_left_shift", o)
+
+    def __irshift__(self, o: Any) -> Tensor:
+        return self._inplace("bitwise_right_shift", o)
+
+
+_INPLACE_RAW: dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.iadd,
+    "subtract": operator.isub,
+    "multiply": operator.imul,
+    "divide": operator.itruediv,
+    "floor_divide": operator.ifloordiv,
+    "remainder": operator.imod,
+    "pow": operator.ipow,
+    "matmul": operator.imatmul,
+    "bitwise_and": operator.iand,
+    "bitwise_or": operator.ior,
+    "bitwise_xor": operator.ixor,
+    "bitwise_left_shift": operator.ilshift,
+    "bitwise_right_shift": operator.irshift,
+}
+_INPLACE_NAMES = {
+    "setitem": "__setitem__", "add": "__iadd__", "subtract": "__isub__", "multiply": "__imul__",
+    "divide": "__itruediv__", "floor_divide": "__ifloordiv__", "remainder": "__imod__",
+    "pow": "__ipow__", "matmul": "__imatmul__", "bitwise_and": "__iand__", "bitwise_or": "__ior__",
+    "bitwise_xor": "__ixor__", "bitwise_left_shift": "__ilshift__", "bitwise_right_shift": "__irshift__",
+}
+
+
+class _HookHandle:
+    __slots__ = ("_hook", "_hooks")
+
+    def __init__(self, hooks: list[Callable[..., Any]], hook: Callable[..., Any]) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _to_numpy(data: Any) -> Any:
+    import numpy as np
+
+    try:
+        return np.asarray(data)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    get = getattr(data, "get", None)  # device arrays (CuPy) copy to the host with .get()
+    if callable(get):
+        return get()
+    return np.from_dlpack(data)
+
+
+def _device_text(data: Any) -> str:
+    from .._backends import _device_text as text
+
+    try:
+        return text(array_api_compat.device(data))
+    except Exception:  # noqa: BLE001 - a backend without device info
+        return "?"

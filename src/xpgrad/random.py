@@ -1,0 +1,1 @@
+"""Random numbers (placeholder module; filled in by the random-number work)."""

@@ -91,8 +91,21 @@ class DType:
 DTYPES: dict[str, DType] = {n: DType(n) for n in DTYPE_NAMES}
 globals().update(DTYPES)
 
-# backend dtype object -> name, filled per namespace on first sight
-_NAME_BY_BACKEND: dict[Any, str] = {}
+# type of a backend dtype object -> {dtype object -> name}, filled per namespace on first
+# sight. Keyed by type first: array-api-strict dtypes hash like NumPy's and warn when
+# compared with them, so dtypes of different libraries must never meet in one dict.
+_NAME_BY_TYPE: dict[type, dict[Any, str]] = {}
+
+
+def fast_name(dt: Any) -> str | None:
+    """The standard name of a backend dtype object seen before, else None (hot path)."""
+    d = _NAME_BY_TYPE.get(type(dt))
+    if d is None:
+        return None
+    try:
+        return d.get(dt)
+    except TypeError:
+        return None
 _TABLES: dict[int, dict[str, Any]] = {}
 
 
@@ -113,17 +126,16 @@ def _table(xp: ModuleType) -> dict[str, Any]:
 
 def _register(obj: Any, name: str) -> None:
     try:
-        _NAME_BY_BACKEND[obj] = name
+        _NAME_BY_TYPE.setdefault(type(obj), {})[obj] = name
     except TypeError:  # unhashable dtype objects: fall back to the slow path
         return
     # NumPy-like libraries spell an array's dtype differently from the namespace
     # attribute (np.dtype('float32') vs np.float32): register both spellings.
-    try:
+    if type(obj) is type and getattr(obj, "__module__", "") == "numpy":
         import numpy as np
 
-        _NAME_BY_BACKEND[np.dtype(obj)] = name
-    except Exception:  # noqa: BLE001 - not a NumPy-compatible dtype object; nothing to add
-        return
+        nd = np.dtype(obj)
+        _NAME_BY_TYPE.setdefault(type(nd), {})[nd] = name
 
 
 def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
@@ -183,10 +195,9 @@ def dtype_name(dt: Any) -> str:
             return dt
         msg = f"dtype_name: unknown dtype name {dt!r}; valid names are {list(DTYPE_NAMES)}"
         raise UnknownNameError(msg)
-    try:
-        return _NAME_BY_BACKEND[dt]
-    except (KeyError, TypeError):
-        pass
+    name = fast_name(dt)
+    if name is not None:
+        return name
     return _slow_name(dt)
 
 
@@ -198,10 +209,7 @@ def _slow_name(dt: Any) -> str:
     if cand == "bool_":
         cand = "bool"
     if cand in _KIND:
-        try:
-            _NAME_BY_BACKEND[dt] = cand
-        except TypeError:
-            pass
+        _register(dt, cand)
         return cand
     msg = f"dtype_name: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)}"
     raise UnknownNameError(msg)

@@ -86,8 +86,8 @@ def _diff_input(x: Any, func: str, argnum: int) -> Tensor:
     return t
 
 
-def _like(orig: Any, g: Tensor) -> Any:
-    return g if isinstance(orig, Tensor) else g.data
+def _like(orig: Any, g: Tensor, depth: int) -> Any:
+    return g if isinstance(orig, Tensor) or depth > 0 else g.data
 
 
 def _unwrap(x: Any) -> Any:
@@ -154,7 +154,10 @@ def value_and_grad(
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments of {func}"
                 raise XpgradValueError(msg)
         idx = [n % len(args) for n in nums]
-        raw_in = not any(isinstance(a, Tensor) for a in _leaves(args))
+        depth = _DEPTH.get()
+        # unwrap results only at top level: inside an outer transform a result may
+        # depend on the outer variables (through a closure) and must stay on the tape
+        raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in _leaves(args))
         wrapped = list(args)
         diff_leaves: list[list[Tensor]] = []
         for n in idx:
@@ -164,7 +167,6 @@ def value_and_grad(
         for k, a in enumerate(args):
             if k not in idx:
                 wrapped[k] = _tree_map(_as_tensor, a)
-        depth = _DEPTH.get()
         token = _DEPTH.set(depth + 1)
         gtoken = GRAD_ENABLED.set(True)
         try:
@@ -196,7 +198,7 @@ def value_and_grad(
         # rebuild each argument's tree with its gradients; raw leaves get raw gradients
         it = iter(grads)
         trees = [
-            _tree_map(lambda orig: _like(orig, next(it)), args[n]) for n in idx
+            _tree_map(lambda orig: _like(orig, next(it), depth), args[n]) for n in idx
         ]
         g_out = trees[0] if single else tuple(trees)
         v_out: Any = out if value is None else value

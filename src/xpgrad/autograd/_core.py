@@ -19,12 +19,27 @@ from .._dtypes import is_float
 from .._exceptions import NonDifferentiableError
 from ._grad_mode import GRAD_ENABLED
 
-__all__ = ["PRIMITIVES", "Node", "Primitive", "apply", "primitive"]
+__all__ = ["COMPOSITES", "DECLARED", "PRIMITIVES", "Node", "Primitive", "apply", "composite", "declare", "primitive"]
 
 Rule = Callable[..., Any]
 
 #: every primitive by name; the docs' differentiability table is generated from it
 PRIMITIVES: dict[str, Primitive] = {}
+#: namespace functions without a primitive of their own: name -> what they are composed of
+COMPOSITES: dict[str, str] = {}
+#: namespace functions that return no differentiable output and need no primitive
+#: (queries, creation from shapes): name -> reason
+DECLARED: dict[str, str] = {}
+
+
+def composite(name: str, of: str) -> None:
+    """Declare that namespace function ``name`` is differentiable by composition of ``of``."""
+    COMPOSITES[name] = of
+
+
+def declare(name: str, reason: str) -> None:
+    """Declare that namespace function ``name`` has no gradient, with the reason."""
+    DECLARED[name] = reason
 _NOKW: dict[str, Any] = {}
 
 
@@ -172,10 +187,19 @@ def _fail_forward(prim: Primitive, datas: list[Any], err: Exception) -> None:
     raise err
 
 
+# Bound by _tensor.py when it is imported (it imports this module, so no import here).
+Tensor: Any = None
+_wrap: Any = None
+
+
+def _bind(tensor_cls: type, wrap: Any) -> None:
+    global Tensor, _wrap
+    Tensor = tensor_cls
+    _wrap = wrap
+
+
 def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed."""
-    from ._tensor import Tensor, _wrap
-
     rg = False
     datas = []
     for a in args:
@@ -206,8 +230,6 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
             kw: dict[str, Any], out: Any) -> Any:
-    from ._tensor import Tensor, _wrap
-
     node = Node()
     node.prim = prim
     node.xp = xp

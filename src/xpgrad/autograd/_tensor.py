@@ -14,8 +14,9 @@ from typing import Any
 
 import array_api_compat
 
-from .._dtypes import DTYPES, _NAME_BY_BACKEND, dtype_name, is_float
+from .._dtypes import DTYPES, dtype_name, fast_name, is_float
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from . import _core
 from ._core import PRIMITIVES, apply
 from ._grad_mode import GRAD_ENABLED
 
@@ -45,24 +46,13 @@ _new = object.__new__
 
 
 def _check_grad_dtype(data: Any, func: str) -> None:
-    dt = data.dtype
-    name = _NAME_BY_BACKEND.get(dt) if _hashable(dt) else None
-    if name is None:
-        name = dtype_name(dt)
+    name = dtype_name(data.dtype)
     if not is_float(name):
         msg = (
             f"{func}: only floating-point and complex tensors can require grad, "
             f"got dtype {name}"
         )
         raise XpgradTypeError(msg)
-
-
-def _hashable(x: Any) -> bool:
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
 
 
 def _unwrap_key(key: Any) -> Any:
@@ -121,10 +111,8 @@ class Tensor:
     def dtype(self) -> Any:
         """The dtype, as an xpgrad dtype (``xpgrad.float32``)."""
         dt = self.data.dtype
-        try:
-            return DTYPES[_NAME_BY_BACKEND[dt]]
-        except (KeyError, TypeError):
-            return DTYPES[dtype_name(dt)]
+        name = fast_name(dt)
+        return DTYPES[name if name is not None else dtype_name(dt)]
 
     @property
     def device(self) -> Any:
@@ -280,6 +268,25 @@ class Tensor:
 
         out = self.numpy()
         return out if dtype is None else np.asarray(out, dtype=dtype)
+
+    # PyTorch-style conveniences (not part of the standard; they call the namespace)
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """``xpgrad.sum(self, axis=axis, keepdims=keepdims)``."""
+        return _op("sum", self, axis=axis, dtype=None, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """``xpgrad.mean(self, axis=axis, keepdims=keepdims)``."""
+        import xpgrad
+
+        return xpgrad.mean(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """``xpgrad.reshape(self, shape)``; accepts ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+        import xpgrad
+
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return xpgrad.reshape(self, shape)
 
     def item(self) -> Any:
         """The single element as a Python scalar."""
@@ -622,3 +629,6 @@ def _device_text(data: Any) -> str:
         return text(array_api_compat.device(data))
     except Exception:  # noqa: BLE001 - a backend without device info
         return "?"
+
+
+_core._bind(Tensor, _wrap)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._dtypes import _NAME_BY_BACKEND, DType, dtype_name
-from ..autograd._core import apply, primitive
+from .._dtypes import DType, dtype_name, fast_name
+from ..autograd._core import apply, composite, declare, primitive
 from ..autograd._tensor import Tensor
 
-__all__ = ["NOKW", "Array", "apply", "conj", "is_complex", "is_xpgrad", "primitive", "Tensor"]
+__all__ = ["NOKW", "Array", "apply", "composite", "conj", "declare", "is_complex", "is_xpgrad", "primitive", "Tensor", "zeros_like_shape"]
 
 NOKW: dict[str, Any] = {}
 Array = Tensor  # annotation alias used in the public signatures
@@ -24,10 +24,7 @@ def is_complex(x: Any) -> bool:
     dt = x.dtype
     if type(dt) is DType:
         return dt.kind == "complex floating"
-    try:
-        name = _NAME_BY_BACKEND[dt]
-    except (KeyError, TypeError):
-        name = dtype_name(dt)
+    name = fast_name(dt) or dtype_name(dt)
     return name.startswith("complex")
 
 
@@ -41,3 +38,20 @@ def conj(xp: Any, x: Any) -> Any:
     if hasattr(x, "dtype") and is_complex(x):
         return xp.conj(x)
     return x
+
+
+def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = None) -> Any:
+    """Zeros of ``shape`` with ``like``'s namespace, device and dtype (or ``dtype``).
+
+    Works in both rule modes: on raw arrays it calls the backend; on Tensors it
+    creates a constant Tensor on the same backend (not the policy's namespace).
+    """
+    import array_api_compat
+
+    if isinstance(like, Tensor):
+        data = like.data
+        bxp = array_api_compat.array_namespace(data)
+        dt = data.dtype if dtype is None else dtype
+        return Tensor(bxp.zeros(shape, dtype=dt, device=array_api_compat.device(data)))
+    dt = like.dtype if dtype is None else dtype
+    return xp.zeros(shape, dtype=dt, device=array_api_compat.device(like))

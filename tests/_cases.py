@@ -1,0 +1,119 @@
+"""The rule-test table: one OpCase per differentiable function.
+
+Each chapter's cases live in ``tests/cases/<chapter>.py`` as a ``CASES`` list;
+``tests/test_rules.py`` runs every case on every backend with hypothesis, checking
+forward values against the backend itself, gradients against float64 central
+differences (first and, where ``order2``, second order), gradients against
+``torch.func.vjp`` where torch is installed, float32 staying float32, and that no
+input was mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+
+def broadcast_shapes(n: int, min_dims: int = 0, max_dims: int = 3, max_side: int = 4) -> Callable[[Draw], list[tuple[int, ...]]]:
+    """Shapes for ``n`` arguments that broadcast together."""
+
+    def draw_shapes(draw: Draw) -> list[tuple[int, ...]]:
+        bs = draw(hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=min_dims, max_dims=max_dims,
+                                                    min_side=1, max_side=max_side))
+        return list(bs.input_shapes)
+
+    return draw_shapes
+
+
+def same_shape(n: int, min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 4) -> Callable[[Draw], list[tuple[int, ...]]]:
+    """``n`` arguments of one shape."""
+
+    def draw_shapes(draw: Draw) -> list[tuple[int, ...]]:
+        s = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side))
+        return [s] * n
+
+    return draw_shapes
+
+
+def axis_params(keepdims: bool = True) -> Callable[[Draw, list[tuple[int, ...]]], dict[str, Any]]:
+    """``axis`` (None, an int or a tuple) and ``keepdims`` for a reduction of argument 0."""
+
+    def draw_params(draw: Draw, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
+        nd = len(shapes[0])
+        choices: list[Any] = [None]
+        if nd:
+            choices += list(range(-nd, nd))
+            choices.append(tuple(sorted(draw(st.sets(st.integers(0, nd - 1), min_size=1, max_size=nd)))))
+        out: dict[str, Any] = {"axis": draw(st.sampled_from(choices))}
+        if keepdims:
+            out["keepdims"] = draw(st.booleans())
+        return out
+
+    return draw_params
+
+
+def no_params(draw: Draw, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
+    return {}
+
+
+@dataclass
+class OpCase:
+    """How to test the gradient of one function.
+
+    Attributes:
+        name: the case id; by default also the primitive/composite it covers.
+        fn: ``fn(xp, *arrays, **params)``, written against the array API.
+        nargs: number of array arguments.
+        shapes: draws the argument shapes.
+        params: draws keyword parameters given the shapes.
+        domain: (low, high) of the values, or one pair per argument.
+        dtypes: per-argument kinds: "float" (differentiable), "int" or "bool".
+        int_range: (low, high) for integer arguments, or a callable (shapes, params) -> (low, high).
+        torch_fn: ``torch_fn(torch, *tensors, **params)`` for the differential test; None
+            skips it (say why in ``torch_skip``).
+        order2: also check second order.
+        covers: the primitive/composite names this case covers (default: (name,)).
+        xfail: backend name -> reason, for a backend's own limitation.
+        complex: also draw complex inputs for the float arguments.
+        fwd_exact: compare the forward with the backend called directly.
+        rtol: tolerance of the finite-difference check.
+        prepare: optional ``prepare(np_arrays, params) -> np_arrays`` to condition inputs
+            (e.g. keep apart from a singular point).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    nargs: int = 1
+    shapes: Callable[[Draw], list[tuple[int, ...]]] = field(default_factory=lambda: broadcast_shapes(1))
+    params: Callable[[Draw, list[tuple[int, ...]]], dict[str, Any]] = no_params
+    domain: tuple[float, float] | Sequence[tuple[float, float]] = (-2.0, 2.0)
+    dtypes: Sequence[str] | None = None
+    int_range: Any = (0, 3)
+    torch_fn: Callable[..., Any] | None = None
+    torch_skip: str = ""
+    order2: bool = True
+    covers: Sequence[str] = ()
+    xfail: dict[str, str] = field(default_factory=dict)
+    complex: bool = False
+    fwd_exact: bool = True
+    rtol: float = 1e-5
+    prepare: Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]] | None = None
+
+    def covered(self) -> tuple[str, ...]:
+        return tuple(self.covers) or (self.name,)
+
+    def kinds(self) -> list[str]:
+        return list(self.dtypes) if self.dtypes is not None else ["float"] * self.nargs
+
+    def domain_of(self, i: int) -> tuple[float, float]:
+        d = self.domain
+        if isinstance(d[0], (int, float)):
+            return d  # type: ignore[return-value]
+        return d[i]  # type: ignore[return-value]

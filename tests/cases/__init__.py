@@ -1,0 +1,1 @@
+"""Per-chapter OpCase tables (see tests/_cases.py)."""

@@ -1,0 +1,123 @@
+"""Shared fixtures: the backend fixture, hypothesis profiles, and state-leak guards."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import xpgrad as xg
+from xpgrad._policy import _POLICY
+from xpgrad.autograd._grad_mode import GRAD_ENABLED
+
+settings.register_profile(
+    "ci", max_examples=8, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                           HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "thorough", max_examples=200, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                           HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One array library as the tests see it."""
+
+    name: str
+    xp: Any
+
+    def asarray(self, a: Any) -> Any:
+        """A backend array from a NumPy array (same dtype)."""
+        a = np.asarray(a)
+        if self.name == "dask":
+            import dask.array as da
+
+            return da.from_array(a, chunks=tuple(max(1, (s + 1) // 2) for s in a.shape) or ())
+        if self.name == "torch":
+            import torch
+
+            return torch.asarray(a.copy())
+        if self.name == "cupy":
+            return self.xp.asarray(a)
+        return self.xp.asarray(a.copy())
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        if isinstance(a, xg.Tensor):
+            a = a.data
+        if self.name == "dask":
+            a = a.compute()
+        if self.name == "cupy":
+            return a.get()
+        if self.name == "torch":
+            return a.detach().cpu().numpy()
+        return np.asarray(a)
+
+
+_MODULES = {
+    "numpy": "array_api_compat.numpy",
+    "array_api_strict": "array_api_strict",
+    "torch": "array_api_compat.torch",
+    "jax": "jax.numpy",
+    "dask": "array_api_compat.dask.array",
+    "cupy": "array_api_compat.cupy",
+}
+
+
+def _selected() -> list[str]:
+    env = os.environ.get("XPGRAD_BACKENDS")
+    if env:
+        return [b.strip() for b in env.split(",") if b.strip()]
+    return list(_MODULES)
+
+
+def _load(name: str) -> Backend:
+    if name == "cupy":
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                pytest.skip("cupy: no CUDA GPU on this machine")
+        except Exception as e:  # noqa: BLE001 - any failure to reach a GPU is a skip reason
+            pytest.skip(f"cupy: not usable here ({type(e).__name__}: {e})")
+    try:
+        xp = importlib.import_module(_MODULES[name])
+    except ImportError as e:
+        pytest.skip(f"{name} is not installed ({e}); install xpgrad[{name}]")
+    if name == "jax":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    return Backend(name, xp)
+
+
+@pytest.fixture(params=_selected(), scope="session")
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Every installed backend (restrict with XPGRAD_BACKENDS=numpy,torch)."""
+    return _load(request.param)
+
+
+@pytest.fixture(scope="session")
+def np_backend() -> Backend:
+    return _load("numpy")
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_state() -> Any:
+    """Fail a test that leaves a policy or grad mode behind."""
+    before = (_POLICY.get(), GRAD_ENABLED.get(), xg.current_policy())
+    yield
+    after = (_POLICY.get(), GRAD_ENABLED.get(), xg.current_policy())
+    if before != after:
+        xg.reset_policy()
+        _POLICY.set(before[0])
+        GRAD_ENABLED.set(before[1])
+        pytest.fail(f"test leaked global state: {before} -> {after}")

@@ -1,0 +1,288 @@
+"""The backward engine: accumulation, errors, retain_graph, hooks, grad mode, memory."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import xpgrad as xg
+from xpgrad.autograd import Tensor, primitive
+
+
+def leaf(values: object) -> Tensor:
+    return xg.asarray(np.asarray(values, dtype=np.float64), requires_grad=True)
+
+
+def test_backward_accumulates_into_leaves() -> None:
+    x = leaf([1.0, 2.0])
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    (x * 3.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0])
+    assert x.is_leaf and x.grad_fn is None and x.grad.grad_fn is None
+
+
+def test_shared_subexpression_accumulates() -> None:
+    x = leaf([3.0])
+    y = x * x
+    z = y * y + y  # dz/dx = (2y + 1) * 2x
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [(2 * 9 + 1) * 6])
+
+
+def test_non_scalar_backward_needs_gradient() -> None:
+    x = leaf([1.0, 2.0])
+    with pytest.raises(xg.XpgradValueError, match="gradient="):
+        (x * 2).backward()
+    y = x * 2
+    y.backward(gradient=np.array([1.0, 10.0]))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 20.0])
+
+
+def test_gradient_mismatch_errors() -> None:
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    with pytest.raises(xg.XpgradValueError, match="shape"):
+        y.backward(gradient=np.ones(3))
+    with pytest.raises(xg.XpgradTypeError, match="dtype"):
+        y.backward(gradient=np.ones(2, dtype=np.float32))
+    import array_api_strict as s
+
+    dev = s.Device("device1")
+    xs = xg.asarray(s.asarray([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(xg.DeviceMismatchError, match="device"):
+        (xs * 2).backward(gradient=s.asarray([1.0, 1.0], device=dev))
+
+
+def test_second_backward_needs_retain_graph() -> None:
+    x = leaf([1.0, 2.0])
+    y = xg.sin(x).sum()
+    y.backward()
+    with pytest.raises(xg.GraphFreedError, match="retain_graph=True"):
+        y.backward()
+    x2 = leaf([1.0, 2.0])
+    y2 = xg.sin(x2).sum()
+    y2.backward(retain_graph=True)
+    y2.backward()
+    np.testing.assert_allclose(x2.grad.numpy(), 2 * np.cos([1.0, 2.0]))
+
+
+def test_saved_values_are_freed_after_backward() -> None:
+    x = leaf([1.0, 2.0])
+    y = xg.sin(x)
+    node = y.grad_fn
+    assert node.saved is not None
+    y.sum().backward()
+    assert node.saved is None and node.freed
+
+
+def test_graph_is_collected_without_cycles() -> None:
+    x = leaf(np.ones(4))
+    y = xg.exp(xg.sin(x) * x).sum()
+    ref = weakref.ref(y.grad_fn)
+    inner = weakref.ref(y.grad_fn.parents[0])
+    y.backward()
+    del y
+    assert ref() is None and inner() is None  # freed by refcounting alone: no cycles
+    gc.collect()
+    assert x.grad is not None
+
+
+def test_create_graph_outputs_are_collected() -> None:
+    x = leaf([0.5, 1.5])
+    y = xg.sin(x).sum()
+    (g,) = xg.autograd.grad(y, x, create_graph=True)
+    ref = weakref.ref(g.grad_fn)
+    del g, y
+    assert ref() is None
+
+
+def test_long_chain_has_no_recursion_limit() -> None:
+    x = leaf([0.5])
+    y = x
+    n = max(100_000, sys.getrecursionlimit() * 20)
+    for _ in range(n):
+        y = y * 1.0
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0])
+
+
+def test_hooks_on_leaves_and_intermediates() -> None:
+    x = leaf([1.0, 2.0])
+    seen = []
+    h = x.register_hook(lambda g: g * 10)
+    y = x * 2
+    y.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [20.0, 20.0])
+    np.testing.assert_allclose(seen[0], [1.0, 1.0])
+    h.remove()
+    x.grad = None
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_retain_grad_on_intermediate() -> None:
+    x = leaf([1.0, 2.0])
+    y = x * 3
+    y.retain_grad()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [6.0, 12.0])
+
+
+def test_requires_grad_only_on_floats() -> None:
+    with pytest.raises(xg.XpgradTypeError, match="int64"):
+        xg.asarray([1, 2], requires_grad=True)
+    with pytest.raises(xg.XpgradTypeError, match="bool"):
+        xg.asarray([True], requires_grad=True)
+
+
+def test_missing_rule_raises_naming_function_and_argument() -> None:
+    p = primitive("test_half_rule", lambda xp, a, b: a * b)
+    p.defvjp(lambda xp, g, ans, a, b: g * b, None)
+    x = leaf([1.0])
+    p(x, np.array([2.0]))  # fine: arg 1 is a constant
+    with pytest.raises(xg.NonDifferentiableError, match=r"test_half_rule.*argument 1"):
+        p(np.array([2.0]), x)
+
+
+def test_backward_on_constant_raises() -> None:
+    x = xg.asarray([1.0])
+    with pytest.raises(xg.NonDifferentiableError, match="does not require grad"):
+        (x * 2).sum().backward()
+
+
+def test_no_grad_and_enable_grad_restore_on_exception() -> None:
+    x = leaf([1.0])
+    with pytest.raises(RuntimeError, match="boom"):
+        with xg.no_grad():
+            assert not xg.is_grad_enabled()
+            raise RuntimeError("boom")
+    assert xg.is_grad_enabled()
+    with xg.no_grad():
+        assert not (x * 2).requires_grad
+        with xg.enable_grad():
+            assert (x * 2).requires_grad
+        assert not xg.is_grad_enabled()
+    with xg.set_grad_enabled(False):
+        assert not xg.is_grad_enabled()
+
+    @xg.no_grad()
+    def f(t: Tensor) -> Tensor:
+        return t * 2
+
+    assert not f(x).requires_grad and xg.is_grad_enabled()
+
+
+def test_grad_mode_is_thread_local() -> None:
+    seen = {}
+    start = threading.Event()
+    done = threading.Event()
+
+    def worker() -> None:
+        start.wait()
+        seen["worker"] = (leaf([1.0]) * 2).requires_grad
+        done.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    with xg.no_grad():
+        start.set()
+        done.wait()
+        seen["main"] = (leaf([1.0]) * 2).requires_grad
+    t.join()
+    assert seen == {"worker": True, "main": False}
+
+
+def test_grad_mode_is_task_local() -> None:
+    async def under(mode: bool, out: list[bool]) -> None:
+        with xg.set_grad_enabled(mode):
+            for _ in range(5):
+                await asyncio.sleep(0)
+                out.append(xg.is_grad_enabled())
+
+    async def main() -> tuple[list[bool], list[bool]]:
+        a: list[bool] = []
+        b: list[bool] = []
+        await asyncio.gather(under(True, a), under(False, b))
+        return a, b
+
+    a, b = asyncio.run(main())
+    assert a == [True] * 5 and b == [False] * 5
+
+
+def test_create_graph_records_backward() -> None:
+    x = leaf([0.3, 1.1])
+    y = (x * x * x).sum()
+    y.backward(create_graph=True)
+    g = x.grad
+    assert g.requires_grad and g.grad_fn is not None
+    (gg,) = xg.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), 6 * np.array([0.3, 1.1]))
+
+
+def test_autograd_grad_returns_and_does_not_accumulate() -> None:
+    x = leaf([1.0, 2.0])
+    w = leaf([3.0])
+    (gx, gw) = xg.autograd.grad((x * w).sum(), [x, w])
+    np.testing.assert_allclose(gx.numpy(), [3.0, 3.0])
+    np.testing.assert_allclose(gw.numpy(), [3.0])
+    assert x.grad is None and w.grad is None
+    unused = leaf([1.0])
+    (gu,) = xg.autograd.grad((x * 2).sum(), [unused])
+    np.testing.assert_allclose(gu.numpy(), [0.0])
+    with pytest.raises(xg.XpgradRuntimeError, match="not used"):
+        xg.autograd.grad((x * 2).sum(), [unused], allow_unused=False)
+
+
+def test_backward_inputs_restricts_accumulation() -> None:
+    x = leaf([1.0])
+    w = leaf([2.0])
+    (x * w).sum().backward(inputs=[x])
+    np.testing.assert_allclose(x.grad.numpy(), [2.0])
+    assert w.grad is None
+
+
+def test_constants_mix_with_tensors() -> None:
+    x = leaf([1.0, 2.0])
+    y = (2.0 * x + np.array([1.0, 1.0]) - 1 * x * np.array([3.0, 4.0])).sum()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2 - 3, 2 - 4])
+
+
+def test_broadcasting_is_undone() -> None:
+    a = xg.asarray(np.ones((3, 1)), requires_grad=True)
+    b = xg.asarray(np.arange(4.0), requires_grad=True)
+    (a * b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), 6.0))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, 3.0))
+
+
+def test_tensor_attributes_and_repr() -> None:
+    x = xg.asarray(np.zeros((2, 3)), requires_grad=True)
+    assert x.shape == (2, 3) and x.ndim == 2 and x.size == 6
+    assert x.dtype == xg.float64 and x.device == "cpu"
+    assert "requires_grad=True" in repr(x)
+    y = x * 2
+    assert "grad_fn=<multiply>" in repr(y) and "dtype=float64" in repr(y)
+    assert x.detach().requires_grad is False
+    with pytest.raises(xg.XpgradRuntimeError, match="detach"):
+        x.numpy()
+    assert float(xg.asarray(np.array(2.5))) == 2.5
+    assert int(xg.asarray(np.array(3))) == 3
+    assert bool(xg.asarray(np.array(True)))
+    assert xg.asarray(np.ones(1)).__array_namespace__() is xg
+    with pytest.raises(xg.XpgradValueError, match="api_version"):
+        x.__array_namespace__(api_version="1999.01")
+
+
+def test_array_api_compat_sees_xpgrad() -> None:
+    import array_api_compat
+
+    assert array_api_compat.array_namespace(xg.asarray([1.0])) is xg

@@ -83,7 +83,8 @@ def namespace_devices(xp: ModuleType) -> list[Any]:
         # torch warns about a deprecated 'mkldnn' device type while probing devices
         warnings.simplefilter("ignore")
         try:
-            return list(info().devices())
+            # JAX lists None (its "uncommitted" placement) next to real devices
+            return [d for d in info().devices() if d is not None]
         except Exception:  # noqa: BLE001 - a backend that cannot list devices lists none
             return []
 

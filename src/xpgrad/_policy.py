@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
 from ._dtypes import DType, dtype, dtype_name
-from ._exceptions import XpgradTypeError
+from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
 __all__ = [
     "DevicePolicy",
@@ -127,10 +127,39 @@ def _make_policy(
             msg = f"{func}: dtype must be a floating dtype name, got {new_dtype!r}"
             raise XpgradTypeError(msg)
         dtype(new_dtype, new_xp)  # raises if the namespace lacks it
+    if new_dtype is not None and (dtype_ is not None or xp is not None or device is not None):
+        _check_device_dtype(new_xp, new_device, new_dtype, func)
     new_seed = base.seed if seed is None else int(seed)
     changed_rng = seed is not None or new_xp is not base.xp or new_device is not base.device
-    rng = None if changed_rng else base.rng
+    if changed_rng:
+        rng = None
+    elif base.seed is not None:
+        # a block that shares its parent's stream: create the parent's generator now,
+        # so parent and child draw from one stream whichever of them draws first
+        from .random import policy_generator
+
+        rng = policy_generator(base)
+    else:
+        rng = base.rng
     return replace(base, xp=new_xp, device=new_device, dtype=new_dtype, seed=new_seed, rng=rng)
+
+
+def _check_device_dtype(xp: Any, device: Any, name: str, func: str) -> None:
+    """Refuse a default dtype that the device lacks (float64 on array-api-strict's
+    ``no_float64`` device, on JAX without ``jax_enable_x64``), naming the device."""
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is None:
+        return
+    try:
+        names = info().dtypes(device=device)
+    except Exception:  # noqa: BLE001 - a namespace that cannot say is not checked
+        return
+    if name not in names:
+        msg = (
+            f"{func}: the device {device!r} of {getattr(xp, '__name__', xp)} has no dtype {name!r}; "
+            f"it has {sorted(names)}"
+        )
+        raise DTypeUnavailableError(msg)
 
 
 def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:

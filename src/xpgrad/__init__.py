@@ -7,6 +7,8 @@ only where no input array exists.
 
 from __future__ import annotations
 
+from math import e, inf, nan, pi  # the standard's constants
+
 from ._dtypes import (
     DType,
     complex64,
@@ -42,6 +44,7 @@ from ._exceptions import (
     XpgradTypeError,
     XpgradValueError,
 )
+from ._info import __array_namespace_info__
 from ._policy import DevicePolicy, current_policy, default_device, reset_policy, set_default_policy
 from ._spec import API_VERSION as __array_api_version__
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -49,8 +52,19 @@ from .functional import grad, value_and_grad
 from .ops.creation import *  # noqa: F403
 from .ops.data_type import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
+from .ops.indexing import *  # noqa: F403
+from .ops.linear_algebra import *  # noqa: F403
+from .ops.manipulation import *  # noqa: F403
+from .ops.searching import *  # noqa: F403
+from .ops.set_functions import *  # noqa: F403
+from .ops.sorting import *  # noqa: F403
 from .ops.statistical import *  # noqa: F403
+from .ops.utility import *  # noqa: F403
 
 from . import autograd, random, testing  # noqa: E402, I001  (after the ops they use)
+from . import nn, optim  # noqa: E402, I001  (after the namespace they are built on)
+from ._io import load, save  # noqa: E402
+
+newaxis = None  # the standard's constant: x[newaxis] adds an axis
 
 __version__ = "0.1.0"

@@ -301,7 +301,8 @@ class Tensor:
         from .._dispatch import backend_namespace
 
         dev = resolve_device(backend_namespace(self.data), device)
-        return _op("to_device", self, device=dev, stream=stream)
+        # the source device rides along in the kwargs: the VJP moves the gradient back there
+        return _op("to_device", self, device=dev, stream=stream, source=self.device)
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
         if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
@@ -513,13 +514,16 @@ class Tensor:
             return self
         o = other.data if isinstance(other, Tensor) else other
         if name == "setitem":
-            import array_api_extra as xpx
-
             try:
                 self.data[key] = o
             except (TypeError, ValueError, IndexError, NotImplementedError):
-                # immutable backends (JAX) and unsupported index kinds: functional update
-                self.data = xpx.at(self.data, key).set(o)
+                # immutable backends (JAX) and index kinds the backend cannot assign through
+                # (integer arrays on array-api-strict, negative steps on PyTorch): the
+                # functional update of the setitem primitive
+                from .._dispatch import backend_namespace
+
+                prim = PRIMITIVES["setitem"]
+                self.data = prim.fwd(backend_namespace(self.data), self.data, o, key=key)
         else:
             before = self.data
             after = _INPLACE_RAW[name](before, o)

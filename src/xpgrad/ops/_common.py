@@ -35,8 +35,10 @@ def conj(xp: Any, x: Any) -> Any:
     ``g * conj(f'(z))``, so real-valued losses of complex inputs get the
     steepest-ascent direction.
     """
-    if hasattr(x, "dtype") and is_complex(x):
-        return xp.conj(x)
+    if hasattr(x, "dtype"):
+        return xp.conj(x) if is_complex(x) else x
+    if type(x) is complex:  # a Python scalar argument (``multiply(x, 2j)``)
+        return x.conjugate()
     return x
 
 

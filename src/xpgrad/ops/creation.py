@@ -2,35 +2,179 @@
 
 Priority, as the standard's device-support page says: an explicit ``device=`` /
 ``dtype=`` first, then the input arrays (``asarray`` of an array, the ``*_like``
-functions), then the policy (:func:`xpgrad.current_policy`).
+functions, ``tril``/``triu``/``meshgrid``), then the policy
+(:func:`xpgrad.current_policy`). An explicit device *object* of another library
+than the policy's (a ``torch.device`` under a NumPy policy) selects that library;
+device strings (``"cpu"``, ``"cuda:1"``, ``"device1"``) are read in the policy's
+library. The policy's ``dtype`` is the default for *floating* results only:
+integer and boolean results (``arange(3)``, ``full(2, 7)``) keep integer dtypes.
 """
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Any
 
-from .._backends import resolve_device
+import array_api_compat
+
+from .._backends import LIBRARIES, load_namespace, namespace_devices, resolve_device
 from .._dispatch import backend_namespace
-from .._dtypes import complex_dtype, dtype_name, kind, to_backend
-from .._policy import current_policy
-from ._common import Tensor
+from .._dtypes import DType, complex_dtype, dtype, dtype_name, kind
+from .._exceptions import DTypeUnavailableError, XpgradValueError
+from .._policy import DevicePolicy, current_policy
+from ._common import Array, Tensor, apply, declare, primitive
+from .data_type import _name as _dtype_name_of
 
-__all__ = ["asarray", "ones", "tensor", "zeros"]
+__all__ = [
+    "arange",
+    "asarray",
+    "empty",
+    "empty_like",
+    "eye",
+    "from_dlpack",
+    "full",
+    "full_like",
+    "linspace",
+    "meshgrid",
+    "ones",
+    "ones_like",
+    "tensor",
+    "tril",
+    "triu",
+    "zeros",
+    "zeros_like",
+]
+
+_C = "creation"
 
 
-def _target(dtype: Any, device: Any) -> tuple[Any, Any, Any]:
-    """(xp, backend device, backend float dtype or explicit dtype) from the policy."""
+# ---------------------------------------------------------------- where and what
+# type of a device object -> the namespace whose devices() lists it (never str:
+# strings are read in the policy's library)
+_DEVICE_NS: dict[type, ModuleType] = {}
+
+
+def _device_namespace(xp: ModuleType, device: Any) -> ModuleType:
+    """The namespace a device object belongs to: ``xp`` when it lists it, else the
+    already-imported library that does (so ``device=t.device`` of a torch Tensor
+    works under a NumPy policy); ``xp`` when none does (the backend then says why)."""
+    t = type(device)
+    ns = _DEVICE_NS.get(t)
+    if ns is not None:
+        return ns
+    candidates = [xp]
+    for name, (module, _, _) in LIBRARIES.items():
+        if name in sys.modules or module in sys.modules:
+            try:
+                candidates.append(load_namespace(name))
+            except ImportError:
+                continue
+    for cand in candidates:
+        try:
+            if device in namespace_devices(cand):
+                _DEVICE_NS[t] = cand
+                return cand
+        except TypeError:  # devices that refuse comparison with other libraries' devices
+            continue
+    return xp
+
+
+def _where(device: Any) -> tuple[DevicePolicy, ModuleType, Any]:
+    """(policy, namespace, backend device) for a function without input arrays."""
     p = current_policy()
     xp = p.xp
-    dev = resolve_device(xp, device) if device is not None else p.device
-    dt = to_backend(dtype, xp) if dtype is not None else p.float_dtype()
-    return xp, dev, dt
+    if device is None:
+        return p, xp, p.device
+    if isinstance(device, str):
+        return p, xp, resolve_device(xp, device)
+    if device is not p.device:
+        xp = _device_namespace(xp, device)
+    return p, xp, device
 
 
+def _dt(dt: Any, xp: ModuleType) -> Any:
+    """Any dtype spelling (xpgrad dtype, name, any library's dtype) as ``xp``'s object."""
+    if dt is None:
+        return None
+    if type(dt) is DType or isinstance(dt, str):
+        return dtype(dt, xp)
+    return dtype(_dtype_name_of(dt, "dtype"), xp)
+
+
+def _float_default(p: DevicePolicy, xp: ModuleType, complex_: bool = False) -> Any:
+    """The policy's floating dtype for ``xp``, or None: the backend's own default."""
+    if p.dtype is None:
+        return None
+    return dtype(complex_dtype(p.dtype) if complex_ else p.dtype, xp)
+
+
+def _scalar_default(p: DevicePolicy, xp: ModuleType, *values: Any) -> Any:
+    """Default dtype for Python scalars: the policy's for floats/complex, else the backend's."""
+    if p.dtype is None:
+        return None
+    if any(isinstance(v, complex) for v in values):
+        return _float_default(p, xp, complex_=True)
+    if any(isinstance(v, float) for v in values):
+        return _float_default(p, xp)
+    return None
+
+
+def _create(func: str, xp: ModuleType, dev: Any, dt: Any, make: Any, *args: Any, **kw: Any) -> Tensor:
+    """Call a backend creation function; turn a dtype the device lacks into a clear error."""
+    if dev is not None:
+        kw["device"] = dev
+    try:
+        return Tensor(make(*args, dtype=dt, **kw))
+    except Exception as e:
+        # the *_like functions inherit the input's dtype when dt is None
+        like = args[0] if dt is None and args and hasattr(args[0], "dtype") else None
+        _explain(func, xp, dev, dt if like is None else like.dtype, e)
+        raise
+
+
+def _explain(func: str, xp: ModuleType, dev: Any, dt: Any, err: Exception) -> None:
+    """Raise DTypeUnavailableError when ``err`` came from a dtype the device lacks."""
+    if dt is None:
+        return
+    name = dtype_name(dt)
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is None:
+        return
+    try:
+        names = info().dtypes(device=dev)
+    except Exception:  # noqa: BLE001 - a namespace that cannot say keeps its own error
+        return
+    if name not in names:
+        msg = (
+            f"{func}: the device {dev!r} of {getattr(xp, '__name__', xp)} has no dtype {name!r}; "
+            f"it has {sorted(names)}"
+        )
+        raise DTypeUnavailableError(msg) from err
+
+
+def _like(func: str, x: Any, dtype_: Any, device: Any) -> tuple[ModuleType, Any, Any, Any]:
+    """(namespace, raw array, backend dtype, backend device) for a ``*_like`` function."""
+    data = x.data if isinstance(x, Tensor) else x
+    xp = backend_namespace(data, func=func)
+    dev = resolve_device(xp, device) if device is not None else None
+    return xp, data, _dt(dtype_, xp), dev
+
+
+# ---------------------------------------------------------------- from data
 def _is_array(obj: Any) -> bool:
     return hasattr(obj, "__array_namespace__") or (
         hasattr(obj, "shape") and hasattr(obj, "dtype") and not isinstance(obj, (list, tuple))
     )
+
+
+def _unwrap_nested(obj: Any) -> Any:
+    """Nested lists/tuples with Tensors inside: the Tensors' data (the result is a constant)."""
+    if isinstance(obj, Tensor):
+        return obj.data
+    if isinstance(obj, (list, tuple)):
+        return [_unwrap_nested(o) for o in obj]
+    return obj
 
 
 def asarray(
@@ -44,9 +188,11 @@ def asarray(
 ) -> Tensor:
     """Convert ``obj`` (a Tensor, any backend array, a scalar or nested sequence) to a Tensor.
 
-    Backend arrays keep their library and device unless ``device=`` says otherwise;
-    Python data goes to the policy's namespace and device. With no ``dtype=``,
-    Python floats take the policy's dtype (or the backend's default float dtype).
+    Backend arrays and Tensors keep their library and device unless ``device=``
+    says otherwise; Python data goes to the policy's namespace and device. With no
+    ``dtype=``, Python floats take the policy's dtype (or the backend's default
+    float dtype). ``asarray`` of a Tensor with nothing to change returns the Tensor
+    itself, with its graph.
 
     ``requires_grad`` is an xpgrad extension (keyword-only, after the standard's
     parameters).
@@ -64,6 +210,9 @@ def asarray(
     if isinstance(obj, Tensor):
         t = obj
         if dtype is not None and dtype_name(dtype) != dtype_name(t.data.dtype):
+            if copy is False:
+                msg = f"asarray: copy=False, but casting {dtype_name(t.data.dtype)} to {dtype_name(dtype)} needs a copy"
+                raise XpgradValueError(msg)
             from .data_type import astype
 
             t = astype(t, dtype)
@@ -72,7 +221,10 @@ def asarray(
 
             t = astype(t, t.data.dtype, copy=True)
         if device is not None:
-            t = t.to_device(device)
+            xp = backend_namespace(t.data, func="asarray")
+            dev = resolve_device(xp, device)
+            if dev != array_api_compat.device(t.data):
+                t = t.to_device(dev)
         if requires_grad:
             t.requires_grad_(True)
         return t
@@ -81,21 +233,29 @@ def asarray(
         if dtype is None and device is None and not copy:
             return Tensor(obj, requires_grad=requires_grad)
         dev = resolve_device(xp, device) if device is not None else None
-        data = xp.asarray(obj, dtype=to_backend(dtype, xp), device=dev, copy=copy)
+        dt = _dt(dtype, xp)
+        try:
+            data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+        except Exception as e:
+            _explain("asarray", xp, dev, dt, e)
+            raise
         return Tensor(data, requires_grad=requires_grad)
-    p = current_policy()
-    xp = p.xp
-    dev = resolve_device(xp, device) if device is not None else p.device
-    if dtype is not None:
-        data = xp.asarray(obj, dtype=to_backend(dtype, xp), device=dev, copy=copy)
-    else:
-        data = xp.asarray(obj, device=dev, copy=copy)
-        if p.dtype is not None:
+    p, xp, dev = _where(device)
+    obj = _unwrap_nested(obj)
+    dt = _dt(dtype, xp)
+    try:
+        data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+        if dt is None and p.dtype is not None:
             k = kind(data.dtype)
             if k == "real floating" and dtype_name(data.dtype) != p.dtype:
-                data = xp.astype(data, to_backend(p.dtype, xp))
+                dt = _float_default(p, xp)
+                data = xp.astype(data, dt)
             elif k == "complex floating" and dtype_name(data.dtype) != complex_dtype(p.dtype):
-                data = xp.astype(data, to_backend(complex_dtype(p.dtype), xp))
+                dt = _float_default(p, xp, complex_=True)
+                data = xp.astype(data, dt)
+    except Exception as e:
+        _explain("asarray", xp, dev, dt, e)
+        raise
     return Tensor(data, requires_grad=requires_grad)
 
 
@@ -110,6 +270,31 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
     return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
 
 
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
+    """A Tensor of the policy's library from any object with ``__dlpack__`` (zero copy where possible).
+
+    The policy's namespace consumes ``x`` (a Tensor gives its data); ``device=``
+    and ``copy=`` as in the standard. The result is a constant.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.from_dlpack(np.arange(3.0))
+        Tensor([0., 1., 2.], dtype=float64, device=cpu)
+    """
+    data = x.data if isinstance(x, Tensor) else x
+    _, xp, dev = _where(device)
+    kw: dict[str, Any] = {}
+    if device is not None:
+        kw["device"] = dev
+    if copy is not None:
+        kw["copy"] = copy
+    fn = getattr(xp, "from_dlpack", None)
+    if fn is None:  # a namespace without DLPack import (Dask) takes the data through asarray
+        return Tensor(xp.asarray(data, **kw))
+    return Tensor(fn(data, **kw))
+
+
+# ---------------------------------------------------------------- from shapes
 def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
     """A Tensor of zeros on the policy's namespace and device.
 
@@ -117,9 +302,13 @@ def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
         >>> import xpgrad as xg
         >>> xg.zeros((2,))
         Tensor([0., 0.], dtype=float64, device=cpu)
+        >>> with xg.default_device(dtype="float32"):
+        ...     xg.zeros(2).dtype
+        xpgrad.float32
     """
-    xp, dev, dt = _target(dtype, device)
-    return Tensor(xp.zeros(shape, dtype=dt, device=dev))
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("zeros", xp, dev, dt, xp.zeros, shape)
 
 
 def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -130,5 +319,234 @@ def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None)
         >>> xg.ones(2, dtype=xg.float32)
         Tensor([1., 1.], dtype=float32, device=cpu)
     """
-    xp, dev, dt = _target(dtype, device)
-    return Tensor(xp.ones(shape, dtype=dt, device=dev))
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("ones", xp, dev, dt, xp.ones, shape)
+
+
+def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
+    """An uninitialized Tensor on the policy's namespace and device.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.empty((2, 3), dtype="float32")
+        >>> x.shape, x.dtype
+        ((2, 3), xpgrad.float32)
+    """
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("empty", xp, dev, dt, xp.empty, shape)
+
+
+def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex, *, dtype: Any = None,
+         device: Any = None) -> Tensor:
+    """A Tensor filled with ``fill_value`` on the policy's namespace and device.
+
+    Without ``dtype=``, the dtype follows ``fill_value``: bool, the default integer
+    dtype, or the floating (complex) default, which the policy's dtype sets.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.full(2, 7)
+        Tensor([7, 7], dtype=int64, device=cpu)
+        >>> with xg.default_device(dtype="float32"):
+        ...     xg.full((1,), 0.5)
+        Tensor([0.5], dtype=float32, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.data
+    dt = _dt(dtype, xp) if dtype is not None else _scalar_default(p, xp, fill_value)
+    return _create("full", xp, dev, dt, xp.full, shape, fill_value)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Tensor:
+    """A 2-D Tensor with ones on the ``k``-th diagonal, zeros elsewhere.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.eye(2, 3, k=1)
+        Tensor([[0., 1., 0.],
+                [0., 0., 1.]], dtype=float64, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("eye", xp, dev, dt, xp.eye, n_rows, n_cols, k=k)
+
+
+def arange(start: int | float, /, stop: int | float | None = None, step: int | float = 1, *,
+           dtype: Any = None, device: Any = None) -> Tensor:
+    """Evenly spaced values in ``[start, stop)``.
+
+    Integer arguments give the default integer dtype; a float among them gives
+    the floating default (the policy's dtype where set).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.arange(3)
+        Tensor([0, 1, 2], dtype=int64, device=cpu)
+        >>> xg.arange(0.0, 1.0, 0.5)
+        Tensor([0. , 0.5], dtype=float64, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _scalar_default(p, xp, start, stop, step)
+    return _create("arange", xp, dev, dt, xp.arange, start, stop, step)
+
+
+def linspace(start: int | float | complex, stop: int | float | complex, /, num: int, *, dtype: Any = None,
+             device: Any = None, endpoint: bool = True) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (floating, or complex for complex ends).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.linspace(0, 1, 3)
+        Tensor([0. , 0.5, 1. ], dtype=float64, device=cpu)
+        >>> xg.linspace(0, 1, 2, endpoint=False, dtype=xg.float32)
+        Tensor([0. , 0.5], dtype=float32, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    if dtype is not None:
+        dt = _dt(dtype, xp)
+    else:
+        dt = _float_default(p, xp, complex_=isinstance(start, complex) or isinstance(stop, complex))
+    return _create("linspace", xp, dev, dt, xp.linspace, start, stop, num, endpoint=endpoint)
+
+
+# ---------------------------------------------------------------- like an array
+def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """Zeros with the shape, dtype, namespace and device of ``x`` (a constant).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.zeros_like(xg.asarray([1, 2]))
+        Tensor([0, 0], dtype=int64, device=cpu)
+    """
+    xp, data, dt, dev = _like("zeros_like", x, dtype, device)
+    return _create("zeros_like", xp, dev, dt, xp.zeros_like, data)
+
+
+def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """Ones with the shape, dtype, namespace and device of ``x`` (a constant).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.ones_like(xg.asarray([1.0, 2.0]), dtype=xg.float32)
+        Tensor([1., 1.], dtype=float32, device=cpu)
+    """
+    xp, data, dt, dev = _like("ones_like", x, dtype, device)
+    return _create("ones_like", xp, dev, dt, xp.ones_like, data)
+
+
+def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """An uninitialized array with the shape, dtype, namespace and device of ``x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.empty_like(xg.asarray([[1.0, 2.0]])).shape
+        (1, 2)
+    """
+    xp, data, dt, dev = _like("empty_like", x, dtype, device)
+    return _create("empty_like", xp, dev, dt, xp.empty_like, data)
+
+
+def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: Any = None,
+              device: Any = None) -> Tensor:
+    """``fill_value`` everywhere, with the shape, dtype, namespace and device of ``x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.full_like(xg.asarray([1.0, 2.0]), 3)
+        Tensor([3., 3.], dtype=float64, device=cpu)
+    """
+    xp, data, dt, dev = _like("full_like", x, dtype, device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.data
+    return _create("full_like", xp, dev, dt, xp.full_like, data, fill_value)
+
+
+for _fn in ("arange", "empty", "eye", "full", "linspace", "ones", "zeros"):
+    declare(_fn, "creates an array from a shape or Python scalars: no array input")
+for _fn in ("empty_like", "full_like", "ones_like", "zeros_like"):
+    declare(_fn, "the values do not depend on the input array's values")
+declare("asarray", "the identity on Tensors (which keep their graph); a constant from other data")
+declare("from_dlpack", "imports foreign memory: a constant")
+del _fn
+
+
+# ---------------------------------------------------------------- differentiable
+_tril = primitive("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), save=(), chapter=_C)
+_tril.defvjp(lambda xp, g, ans, x, *, k=0: xp.tril(g, k=k))
+_triu = primitive("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), save=(), chapter=_C)
+_triu.defvjp(lambda xp, g, ans, x, *, k=0: xp.triu(g, k=k))
+
+
+def tril(x: Array, /, *, k: int = 0) -> Array:
+    """The lower triangle of each matrix: elements above the ``k``-th diagonal set to zero.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.tril(xg.asarray([[1.0, 2.0], [3.0, 4.0]]))
+        Tensor([[1., 0.],
+                [3., 4.]], dtype=float64, device=cpu)
+    """
+    return apply(_tril, (x,), {"k": k})
+
+
+def triu(x: Array, /, *, k: int = 0) -> Array:
+    """The upper triangle of each matrix: elements below the ``k``-th diagonal set to zero.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.triu(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), k=1)
+        Tensor([[0., 2.],
+                [0., 0.]], dtype=float64, device=cpu)
+    """
+    return apply(_triu, (x,), {"k": k})
+
+
+def _grid_axis(i: int, n: int, indexing: str) -> int:
+    """The output axis along which input ``i`` of ``n`` varies ("xy" swaps the first two)."""
+    if indexing == "xy" and n >= 2 and i < 2:
+        return 1 - i
+    return i
+
+
+def _meshgrid_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, indexing: str = "xy") -> Any:
+    gi = g[i] if type(g) is tuple else g
+    if gi is None:
+        return None
+    n = len(xs)
+    ax = _grid_axis(i, n, indexing)
+    others = tuple(a for a in range(n) if a != ax)
+    return xp.sum(gi, axis=others) if others else gi
+
+
+_meshgrid = primitive("meshgrid", lambda xp, *xs, indexing="xy": tuple(xp.meshgrid(*xs, indexing=indexing)),
+                      save=(), multi=True, chapter=_C)
+_meshgrid.defvjp(rest=_meshgrid_vjp)
+
+
+def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:
+    """Coordinate grids from 1-D arrays: Cartesian (``"xy"``) or matrix (``"ij"``) indexing.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> X, Y = xg.meshgrid(xg.asarray([1.0, 2.0, 3.0]), xg.asarray([4.0, 5.0]))
+        >>> X.shape, Y.shape
+        ((2, 3), (2, 3))
+        >>> X, Y = xg.meshgrid(xg.asarray([1.0, 2.0, 3.0]), xg.asarray([4.0, 5.0]), indexing="ij")
+        >>> Y
+        Tensor([[4., 5.],
+                [4., 5.],
+                [4., 5.]], dtype=float64, device=cpu)
+    """
+    if indexing not in ("xy", "ij"):
+        msg = f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}"
+        raise XpgradValueError(msg)
+    for i, a in enumerate(arrays):
+        if len(a.shape) != 1:
+            msg = f"meshgrid: every array must be 1-D, got shape {tuple(a.shape)} for array {i}"
+            raise XpgradValueError(msg)
+    if not arrays:
+        return ()
+    return apply(_meshgrid, arrays, {"indexing": indexing})

@@ -2,18 +2,36 @@
 
 Rules receive ``(xp, g, ans, *args, **kw)`` and return the gradient for one
 argument; broadcasting is undone by the engine. Complex inputs follow PyTorch's
-convention (see :func:`xpgrad.ops._common.conj`).
+convention (see :func:`xpgrad.ops._common.conj`): the VJP of a holomorphic ``f``
+is ``g * conj(f'(z))``; ``abs``, ``real``, ``imag``, ``conj`` and ``sign`` have
+their own Wirtinger rules. Python scalars are accepted on either side of binary
+functions, as the standard allows.
 """
 
 from __future__ import annotations
 
+import cmath
+import math
 from typing import Any
 
-from ._common import NOKW, Array, apply, conj, primitive
+from ._common import NOKW, Array, apply, is_complex, primitive
+from ._common import conj as _conj  # the public ``conj`` below takes the name
 
-__all__ = ["add", "exp", "multiply", "sin", "subtract", "equal"]
+__all__ = [
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
+    "ceil", "clip", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1",
+    "floor", "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf",
+    "isnan", "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round",
+    "sign", "signbit", "sin", "sinh", "square", "sqrt", "subtract", "tan", "tanh", "trunc",
+    "where",
+]
 
 _C = "elementwise"
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
 
 # ---------------------------------------------------------------- arithmetic
 _add = primitive("add", lambda xp, a, b: a + b, save=(), chapter=_C)
@@ -23,17 +41,277 @@ _subtract = primitive("subtract", lambda xp, a, b: a - b, save=(), chapter=_C)
 _subtract.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g)
 
 _multiply = primitive("multiply", lambda xp, a, b: a * b, chapter=_C)
-_multiply.defvjp(lambda xp, g, ans, a, b: g * conj(xp, b), lambda xp, g, ans, a, b: g * conj(xp, a))
+_multiply.defvjp(lambda xp, g, ans, a, b: g * _conj(xp, b), lambda xp, g, ans, a, b: g * _conj(xp, a))
 
-# ---------------------------------------------------------------- transcendental
-_sin = primitive("sin", lambda xp, x: xp.sin(x), save=(0,), chapter=_C)
-_sin.defvjp(lambda xp, g, ans, x: g * conj(xp, xp.cos(x)))
+_divide = primitive("divide", lambda xp, a, b: a / b, save=(1,), save_ans=True, chapter=_C)
+_divide.defvjp(lambda xp, g, ans, a, b: g / _conj(xp, b),
+               lambda xp, g, ans, a, b: -g * _conj(xp, ans / b))
 
+_negative = primitive("negative", lambda xp, x: -x, save=(), chapter=_C)
+_negative.defvjp(lambda xp, g, ans, x: -g)
+
+_positive = primitive("positive", lambda xp, x: xp.positive(x), save=(), chapter=_C)
+_positive.defvjp(lambda xp, g, ans, x: g)
+
+_square = primitive("square", lambda xp, x: xp.square(x), save=(0,), chapter=_C)
+_square.defvjp(lambda xp, g, ans, x: g * _conj(xp, 2 * x))
+
+_sqrt = primitive("sqrt", lambda xp, x: xp.sqrt(x), save=(), save_ans=True, chapter=_C)
+_sqrt.defvjp(lambda xp, g, ans, x: g / _conj(xp, 2 * ans))
+
+_reciprocal = primitive("reciprocal", lambda xp, x: xp.reciprocal(x), save=(), save_ans=True, chapter=_C)
+_reciprocal.defvjp(lambda xp, g, ans, x: -g * _conj(xp, ans * ans))
+
+
+def _pow_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
+    # d/dx1 x1**x2 = x2 * x1**(x2 - 1), zero at x2 == 0 as PyTorch. At x1 == x2 == 0 the exponent
+    # is made 1 (0 * 0**1 = 0, not 0 * inf = NaN); elsewhere the formula is kept as it is, so it
+    # stays differentiable in x2 for second order.
+    if not hasattr(x2, "shape"):
+        if x2 == 0:
+            return None
+        return g * _conj(xp, x2 * x1 if x2 == 2 else x2 * x1 ** (x2 - 1))
+    if not hasattr(x1, "shape"):
+        e = xp.where(x2 == 0, 1.0, x2 - 1) if x1 == 0 else x2 - 1
+    else:
+        e = xp.where(xp.logical_and(x2 == 0, x1 == 0), 1.0, x2 - 1)
+    return g * _conj(xp, x2 * x1**e)
+
+
+def _scalar_log(x: float | complex) -> float | complex:
+    if isinstance(x, complex):
+        return cmath.log(x)
+    return math.log(x) if x > 0 else math.nan  # a negative real base: NaN, as PyTorch
+
+
+def _pow_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
+    # d/dx2 x1**x2 = x1**x2 * log(x1); zero where x1 == 0 and real(x2) >= 0, as PyTorch: there
+    # log(x1) is taken at 1 instead of 0 (no inf * 0 = NaN)
+    nonneg = (xp.real(x2) if is_complex(x2) else x2) >= 0
+    if not hasattr(x1, "shape"):
+        if x1 == 0:
+            return g * xp.where(nonneg, 0.0, -math.inf)  # 0**x2 * log(0): 0, or inf * -inf
+        return g * _conj(xp, ans * _scalar_log(x1))
+    safe = xp.where(xp.logical_and(x1 == 0, nonneg), 1.0, x1)
+    return g * _conj(xp, ans * xp.log(safe))
+
+
+_pow = primitive("pow", lambda xp, a, b: a ** b, save_ans=True, chapter=_C)
+_pow.defvjp(_pow_vjp_x1, _pow_vjp_x2)
+
+_remainder = primitive("remainder", lambda xp, a, b: a % b, chapter=_C)
+_remainder.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g * xp.floor_divide(a, b))
+
+_floor_divide = primitive("floor_divide", lambda xp, a, b: a // b, zero_grad=True, chapter=_C)
+
+
+# ties (x1 == x2) split the gradient evenly, g/2 each, as PyTorch
+_maximum = primitive("maximum", lambda xp, a, b: xp.maximum(a, b), chapter=_C)
+_maximum.defvjp(lambda xp, g, ans, a, b: xp.where(a < b, 0.0, xp.where(a == b, g / 2, g)),
+                lambda xp, g, ans, a, b: xp.where(b < a, 0.0, xp.where(a == b, g / 2, g)))
+
+_minimum = primitive("minimum", lambda xp, a, b: xp.minimum(a, b), chapter=_C)
+_minimum.defvjp(lambda xp, g, ans, a, b: xp.where(a > b, 0.0, xp.where(a == b, g / 2, g)),
+                lambda xp, g, ans, a, b: xp.where(b > a, 0.0, xp.where(a == b, g / 2, g)))
+
+
+def _clip_vjp_x(xp: Any, g: Any, ans: Any, x: Any, lo: Any, hi: Any) -> Any:
+    # PyTorch: the gradient flows to x where min <= x <= max (boundaries included)
+    inside = None if lo is None else x >= lo
+    if hi is not None:
+        below = x <= hi
+        inside = below if inside is None else xp.logical_and(inside, below)
+    return g if inside is None else xp.where(inside, g, 0.0)
+
+
+def _clip_vjp_min(xp: Any, g: Any, ans: Any, x: Any, lo: Any, hi: Any) -> Any:
+    wins = x < lo
+    if hi is not None:  # with min > max the result is max
+        wins = xp.logical_and(wins, lo <= hi)
+    return xp.where(wins, g, 0.0)
+
+
+def _clip_vjp_max(xp: Any, g: Any, ans: Any, x: Any, lo: Any, hi: Any) -> Any:
+    wins = x > hi
+    if lo is not None:
+        wins = xp.logical_or(wins, hi < lo)
+    return xp.where(wins, g, 0.0)
+
+
+_clip = primitive("clip", lambda xp, x, lo, hi: xp.clip(x, lo, hi), chapter=_C)
+_clip.defvjp(_clip_vjp_x, _clip_vjp_min, _clip_vjp_max)
+
+_copysign = primitive("copysign", lambda xp, a, b: xp.copysign(a, b), save=(0,), save_ans=True, chapter=_C)
+# d/dx1 = +-1 (0 at x1 == 0, as PyTorch); zero almost everywhere with respect to x2
+_copysign.defvjp(lambda xp, g, ans, a, b: g * (xp.sign(a) * xp.sign(ans)), lambda xp, g, ans, a, b: None)
+
+_nextafter = primitive("nextafter", lambda xp, a, b: xp.nextafter(a, b), zero_grad=True, chapter=_C)
+
+# ---------------------------------------------------------------- complex parts
+_abs = primitive("abs", lambda xp, x: xp.abs(x), save=(0,), chapter=_C)
+
+
+def _abs_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
+    if not is_complex(x):
+        return g * xp.sign(x)
+    a = xp.abs(x)  # complex: g * z/|z|, and 0 at z == 0 (no 0/0 computed)
+    return g * (x / xp.where(a == 0, 1.0, a))
+
+
+_abs.defvjp(_abs_vjp)
+
+_real = primitive("real", lambda xp, x: xp.real(x), save=(), chapter=_C)
+_real.defvjp(lambda xp, g, ans, x: g)
+
+_imag = primitive("imag", lambda xp, x: xp.imag(x), save=(), chapter=_C)
+_imag.defvjp(lambda xp, g, ans, x: g * 1j)
+
+_conj_p = primitive("conj", lambda xp, x: xp.conj(x), save=(), chapter=_C)
+_conj_p.defvjp(lambda xp, g, ans, x: _conj(xp, g))
+
+
+def _sign_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
+    # real: zero almost everywhere; complex sgn(z) = z/|z|: (g - sgn**2 * conj(g)) / (2|z|)
+    if not is_complex(x):
+        return None
+    a = xp.abs(x)
+    zero = a == 0
+    return xp.where(zero, 0.0, (g - ans * ans * _conj(xp, g)) / (2 * xp.where(zero, 1.0, a)))
+
+
+_sign = primitive("sign", lambda xp, x: xp.sign(x), save=(0,), save_ans=True, chapter=_C)
+_sign.defvjp(_sign_vjp)
+
+# ---------------------------------------------------------------- exponential and logarithm
 _exp = primitive("exp", lambda xp, x: xp.exp(x), save=(), save_ans=True, chapter=_C)
-_exp.defvjp(lambda xp, g, ans, x: g * conj(xp, ans))
+_exp.defvjp(lambda xp, g, ans, x: g * _conj(xp, ans))
 
-# ---------------------------------------------------------------- comparisons (declared)
+_expm1 = primitive("expm1", lambda xp, x: xp.expm1(x), save=(), save_ans=True, chapter=_C)
+_expm1.defvjp(lambda xp, g, ans, x: g * _conj(xp, ans + 1))
+
+_log = primitive("log", lambda xp, x: xp.log(x), save=(0,), chapter=_C)
+_log.defvjp(lambda xp, g, ans, x: g / _conj(xp, x))
+
+_log1p = primitive("log1p", lambda xp, x: xp.log1p(x), save=(0,), chapter=_C)
+_log1p.defvjp(lambda xp, g, ans, x: g / _conj(xp, x + 1))
+
+_log2 = primitive("log2", lambda xp, x: xp.log2(x), save=(0,), chapter=_C)
+_log2.defvjp(lambda xp, g, ans, x: g / _conj(xp, x * _LN2))
+
+_log10 = primitive("log10", lambda xp, x: xp.log10(x), save=(0,), chapter=_C)
+_log10.defvjp(lambda xp, g, ans, x: g / _conj(xp, x * _LN10))
+
+_logaddexp = primitive("logaddexp", lambda xp, a, b: xp.logaddexp(a, b), save_ans=True, chapter=_C)
+_logaddexp.defvjp(lambda xp, g, ans, a, b: g * xp.exp(a - ans), lambda xp, g, ans, a, b: g * xp.exp(b - ans))
+
+_hypot = primitive("hypot", lambda xp, a, b: xp.hypot(a, b), save_ans=True, chapter=_C)
+_hypot.defvjp(lambda xp, g, ans, a, b: g * (a / ans), lambda xp, g, ans, a, b: g * (b / ans))
+
+# ---------------------------------------------------------------- trigonometric and hyperbolic
+_sin = primitive("sin", lambda xp, x: xp.sin(x), save=(0,), chapter=_C)
+_sin.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.cos(x)))
+
+_cos = primitive("cos", lambda xp, x: xp.cos(x), save=(0,), chapter=_C)
+_cos.defvjp(lambda xp, g, ans, x: -g * _conj(xp, xp.sin(x)))
+
+_tan = primitive("tan", lambda xp, x: xp.tan(x), save=(), save_ans=True, chapter=_C)
+_tan.defvjp(lambda xp, g, ans, x: g * _conj(xp, 1 + ans * ans))
+
+_asin = primitive("asin", lambda xp, x: xp.asin(x), save=(0,), chapter=_C)
+_asin.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(1 - x * x)))
+
+_acos = primitive("acos", lambda xp, x: xp.acos(x), save=(0,), chapter=_C)
+_acos.defvjp(lambda xp, g, ans, x: -g / _conj(xp, xp.sqrt(1 - x * x)))
+
+_atan = primitive("atan", lambda xp, x: xp.atan(x), save=(0,), chapter=_C)
+_atan.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 + x * x))
+
+_atan2 = primitive("atan2", lambda xp, a, b: xp.atan2(a, b), chapter=_C)
+_atan2.defvjp(lambda xp, g, ans, a, b: g * b / (a * a + b * b), lambda xp, g, ans, a, b: -g * a / (a * a + b * b))
+
+_sinh = primitive("sinh", lambda xp, x: xp.sinh(x), save=(0,), chapter=_C)
+_sinh.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.cosh(x)))
+
+_cosh = primitive("cosh", lambda xp, x: xp.cosh(x), save=(0,), chapter=_C)
+_cosh.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.sinh(x)))
+
+_tanh = primitive("tanh", lambda xp, x: xp.tanh(x), save=(), save_ans=True, chapter=_C)
+_tanh.defvjp(lambda xp, g, ans, x: g * _conj(xp, 1 - ans * ans))
+
+_asinh = primitive("asinh", lambda xp, x: xp.asinh(x), save=(0,), chapter=_C)
+_asinh.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(x * x + 1)))
+
+# sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the right branch for complex x
+_acosh = primitive("acosh", lambda xp, x: xp.acosh(x), save=(0,), chapter=_C)
+_acosh.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(x - 1) * xp.sqrt(x + 1)))
+
+_atanh = primitive("atanh", lambda xp, x: xp.atanh(x), save=(0,), chapter=_C)
+_atanh.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 - x * x))
+
+# ---------------------------------------------------------------- rounding (zero gradient)
+_ceil = primitive("ceil", lambda xp, x: xp.ceil(x), zero_grad=True, chapter=_C)
+_floor = primitive("floor", lambda xp, x: xp.floor(x), zero_grad=True, chapter=_C)
+_round = primitive("round", lambda xp, x: xp.round(x), zero_grad=True, chapter=_C)
+_trunc = primitive("trunc", lambda xp, x: xp.trunc(x), zero_grad=True, chapter=_C)
+
+# ---------------------------------------------------------------- selection
+_where = primitive("where", lambda xp, c, a, b: xp.where(c, a, b), save=(0,), chapter="searching")
+_where.defvjp(None, lambda xp, g, ans, c, a, b: xp.where(c, g, 0.0), lambda xp, g, ans, c, a, b: xp.where(c, 0.0, g))
+
+# ---------------------------------------------------------------- boolean and integer outputs (not differentiable)
 _equal = primitive("equal", lambda xp, a, b: a == b, nondiff=True, chapter=_C)
+_not_equal = primitive("not_equal", lambda xp, a, b: a != b, nondiff=True, chapter=_C)
+_greater = primitive("greater", lambda xp, a, b: a > b, nondiff=True, chapter=_C)
+_greater_equal = primitive("greater_equal", lambda xp, a, b: a >= b, nondiff=True, chapter=_C)
+_less = primitive("less", lambda xp, a, b: a < b, nondiff=True, chapter=_C)
+_less_equal = primitive("less_equal", lambda xp, a, b: a <= b, nondiff=True, chapter=_C)
+_isfinite = primitive("isfinite", lambda xp, x: xp.isfinite(x), nondiff=True, chapter=_C)
+_isinf = primitive("isinf", lambda xp, x: xp.isinf(x), nondiff=True, chapter=_C)
+_isnan = primitive("isnan", lambda xp, x: xp.isnan(x), nondiff=True, chapter=_C)
+_signbit = primitive("signbit", lambda xp, x: xp.signbit(x), nondiff=True, chapter=_C)
+_logical_and = primitive("logical_and", lambda xp, a, b: xp.logical_and(a, b), nondiff=True, chapter=_C)
+_logical_or = primitive("logical_or", lambda xp, a, b: xp.logical_or(a, b), nondiff=True, chapter=_C)
+_logical_xor = primitive("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), nondiff=True, chapter=_C)
+_logical_not = primitive("logical_not", lambda xp, x: xp.logical_not(x), nondiff=True, chapter=_C)
+_bitwise_and = primitive("bitwise_and", lambda xp, a, b: a & b, nondiff=True, chapter=_C)
+_bitwise_or = primitive("bitwise_or", lambda xp, a, b: a | b, nondiff=True, chapter=_C)
+_bitwise_xor = primitive("bitwise_xor", lambda xp, a, b: a ^ b, nondiff=True, chapter=_C)
+_bitwise_invert = primitive("bitwise_invert", lambda xp, x: ~x, nondiff=True, chapter=_C)
+_bitwise_left_shift = primitive("bitwise_left_shift", lambda xp, a, b: a << b, nondiff=True, chapter=_C)
+_bitwise_right_shift = primitive("bitwise_right_shift", lambda xp, a, b: a >> b, nondiff=True, chapter=_C)
+
+
+def abs(x: Array, /) -> Array:  # noqa: A001 - the standard's name
+    """Elementwise absolute value; for complex ``z`` the gradient is ``g * z/|z|``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.abs(xg.asarray([-1.5, 2.0]))
+        Tensor([1.5, 2. ], dtype=float64, device=cpu)
+    """
+    return apply(_abs, (x,), NOKW)
+
+
+def acos(x: Array, /) -> Array:
+    """Elementwise inverse cosine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.acos(xg.asarray([1.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_acos, (x,), NOKW)
+
+
+def acosh(x: Array, /) -> Array:
+    """Elementwise inverse hyperbolic cosine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.acosh(xg.asarray([1.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_acosh, (x,), NOKW)
 
 
 def add(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -47,48 +325,202 @@ def add(x1: Array | complex, x2: Array | complex, /) -> Array:
     return apply(_add, (x1, x2), NOKW)
 
 
-def subtract(x1: Array | complex, x2: Array | complex, /) -> Array:
-    """Elementwise ``x1 - x2``.
+def asin(x: Array, /) -> Array:
+    """Elementwise inverse sine.
 
     Examples:
         >>> import xpgrad as xg
-        >>> xg.subtract(xg.asarray([1.0]), 2.0)
-        Tensor([-1.], dtype=float64, device=cpu)
-    """
-    return apply(_subtract, (x1, x2), NOKW)
-
-
-def multiply(x1: Array | complex, x2: Array | complex, /) -> Array:
-    """Elementwise ``x1 * x2``.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.multiply(xg.asarray([3.0]), 2.0)
-        Tensor([6.], dtype=float64, device=cpu)
-    """
-    return apply(_multiply, (x1, x2), NOKW)
-
-
-def sin(x: Array, /) -> Array:
-    """Elementwise sine.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.sin(xg.asarray([0.0]))
+        >>> xg.asin(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_sin, (x,), NOKW)
+    return apply(_asin, (x,), NOKW)
 
 
-def exp(x: Array, /) -> Array:
-    """Elementwise exponential.
+def asinh(x: Array, /) -> Array:
+    """Elementwise inverse hyperbolic sine.
 
     Examples:
         >>> import xpgrad as xg
-        >>> xg.exp(xg.asarray([0.0]))
+        >>> xg.asinh(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_asinh, (x,), NOKW)
+
+
+def atan(x: Array, /) -> Array:
+    """Elementwise inverse tangent.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.atan(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_atan, (x,), NOKW)
+
+
+def atan2(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise angle of the point ``(x2, x1)``, in ``[-pi, pi]``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.atan2(xg.asarray([1.0]), 1.0)
+        Tensor([0.78539816], dtype=float64, device=cpu)
+    """
+    return apply(_atan2, (x1, x2), NOKW)
+
+
+def atanh(x: Array, /) -> Array:
+    """Elementwise inverse hyperbolic tangent.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.atanh(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_atanh, (x,), NOKW)
+
+
+def bitwise_and(x1: Array | int, x2: Array | int, /) -> Array:
+    """Elementwise ``x1 & x2`` (integer or boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_and(xg.asarray([6, 3]), 5)
+        Tensor([4, 1], dtype=int64, device=cpu)
+    """
+    return apply(_bitwise_and, (x1, x2), NOKW)
+
+
+def bitwise_invert(x: Array, /) -> Array:
+    """Elementwise ``~x`` (integer or boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_invert(xg.asarray([True, False]))
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_bitwise_invert, (x,), NOKW)
+
+
+def bitwise_left_shift(x1: Array | int, x2: Array | int, /) -> Array:
+    """Elementwise ``x1 << x2`` (integer; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_left_shift(xg.asarray([1, 2]), 2)
+        Tensor([4, 8], dtype=int64, device=cpu)
+    """
+    return apply(_bitwise_left_shift, (x1, x2), NOKW)
+
+
+def bitwise_or(x1: Array | int, x2: Array | int, /) -> Array:
+    """Elementwise ``x1 | x2`` (integer or boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_or(xg.asarray([6, 3]), 5)
+        Tensor([7, 7], dtype=int64, device=cpu)
+    """
+    return apply(_bitwise_or, (x1, x2), NOKW)
+
+
+def bitwise_right_shift(x1: Array | int, x2: Array | int, /) -> Array:
+    """Elementwise ``x1 >> x2`` (integer; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_right_shift(xg.asarray([8, 4]), 2)
+        Tensor([2, 1], dtype=int64, device=cpu)
+    """
+    return apply(_bitwise_right_shift, (x1, x2), NOKW)
+
+
+def bitwise_xor(x1: Array | int, x2: Array | int, /) -> Array:
+    """Elementwise ``x1 ^ x2`` (integer or boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.bitwise_xor(xg.asarray([6, 3]), 5)
+        Tensor([3, 6], dtype=int64, device=cpu)
+    """
+    return apply(_bitwise_xor, (x1, x2), NOKW)
+
+
+def ceil(x: Array, /) -> Array:
+    """Elementwise ceiling (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.ceil(xg.asarray([1.2, -1.2]))
+        Tensor([ 2., -1.], dtype=float64, device=cpu)
+    """
+    return apply(_ceil, (x,), NOKW)
+
+
+def clip(x: Array, /, min: Array | float | None = None, max: Array | float | None = None) -> Array:  # noqa: A002 - the standard's names
+    """Clamp ``x`` to ``[min, max]``; differentiable in ``x`` and in array bounds.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.clip(xg.asarray([-2.0, 0.5, 3.0]), -1.0, 1.0)
+        Tensor([-1. ,  0.5,  1. ], dtype=float64, device=cpu)
+    """
+    return apply(_clip, (x, min, max), NOKW)
+
+
+def conj(x: Array, /) -> Array:
+    """Elementwise complex conjugate (the identity for real ``x``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.conj(xg.asarray([1 + 2j]))
+        Tensor([1.-2.j], dtype=complex128, device=cpu)
+    """
+    return apply(_conj_p, (x,), NOKW)
+
+
+def copysign(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``|x1|`` with the sign of ``x2`` (gradient zero in ``x2``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.copysign(xg.asarray([1.5, -2.0]), -1.0)
+        Tensor([-1.5, -2. ], dtype=float64, device=cpu)
+    """
+    return apply(_copysign, (x1, x2), NOKW)
+
+
+def cos(x: Array, /) -> Array:
+    """Elementwise cosine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.cos(xg.asarray([0.0]))
         Tensor([1.], dtype=float64, device=cpu)
     """
-    return apply(_exp, (x,), NOKW)
+    return apply(_cos, (x,), NOKW)
+
+
+def cosh(x: Array, /) -> Array:
+    """Elementwise hyperbolic cosine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.cosh(xg.asarray([0.0]))
+        Tensor([1.], dtype=float64, device=cpu)
+    """
+    return apply(_cosh, (x,), NOKW)
+
+
+def divide(x1: Array | complex, x2: Array | complex, /) -> Array:
+    """Elementwise ``x1 / x2``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.divide(xg.asarray([3.0]), 2.0)
+        Tensor([1.5], dtype=float64, device=cpu)
+    """
+    return apply(_divide, (x1, x2), NOKW)
 
 
 def equal(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -102,4 +534,496 @@ def equal(x1: Array | complex, x2: Array | complex, /) -> Array:
     return apply(_equal, (x1, x2), NOKW)
 
 
-_ = Any
+def exp(x: Array, /) -> Array:
+    """Elementwise exponential.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.exp(xg.asarray([0.0]))
+        Tensor([1.], dtype=float64, device=cpu)
+    """
+    return apply(_exp, (x,), NOKW)
+
+
+def expm1(x: Array, /) -> Array:
+    """Elementwise ``exp(x) - 1``, accurate for small ``x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.expm1(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_expm1, (x,), NOKW)
+
+
+def floor(x: Array, /) -> Array:
+    """Elementwise floor (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.floor(xg.asarray([1.7, -1.2]))
+        Tensor([ 1., -2.], dtype=float64, device=cpu)
+    """
+    return apply(_floor, (x,), NOKW)
+
+
+def floor_divide(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 // x2`` (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.floor_divide(xg.asarray([7.0, -7.0]), 2.0)
+        Tensor([ 3., -4.], dtype=float64, device=cpu)
+    """
+    return apply(_floor_divide, (x1, x2), NOKW)
+
+
+def greater(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 > x2`` (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.greater(xg.asarray([1.0, 3.0]), 2.0)
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_greater, (x1, x2), NOKW)
+
+
+def greater_equal(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 >= x2`` (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.greater_equal(xg.asarray([1.0, 2.0]), 2.0)
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_greater_equal, (x1, x2), NOKW)
+
+
+def hypot(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``sqrt(x1**2 + x2**2)`` without overflow.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.hypot(xg.asarray([3.0]), 4.0)
+        Tensor([5.], dtype=float64, device=cpu)
+    """
+    return apply(_hypot, (x1, x2), NOKW)
+
+
+def imag(x: Array, /) -> Array:
+    """Elementwise imaginary part of a complex array.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.imag(xg.asarray([1 + 2j]))
+        Tensor([2.], dtype=float64, device=cpu)
+    """
+    return apply(_imag, (x,), NOKW)
+
+
+def isfinite(x: Array, /) -> Array:
+    """Elementwise test for finite values (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.isfinite(xg.asarray([1.0, float('inf')]))
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_isfinite, (x,), NOKW)
+
+
+def isinf(x: Array, /) -> Array:
+    """Elementwise test for infinities (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.isinf(xg.asarray([1.0, float('inf')]))
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_isinf, (x,), NOKW)
+
+
+def isnan(x: Array, /) -> Array:
+    """Elementwise test for NaN (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.isnan(xg.asarray([1.0, float('nan')]))
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_isnan, (x,), NOKW)
+
+
+def less(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 < x2`` (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.less(xg.asarray([1.0, 3.0]), 2.0)
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_less, (x1, x2), NOKW)
+
+
+def less_equal(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 <= x2`` (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.less_equal(xg.asarray([1.0, 3.0]), 1.0)
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_less_equal, (x1, x2), NOKW)
+
+
+def log(x: Array, /) -> Array:
+    """Elementwise natural logarithm.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.log(xg.asarray([1.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_log, (x,), NOKW)
+
+
+def log1p(x: Array, /) -> Array:
+    """Elementwise ``log(1 + x)``, accurate for small ``x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.log1p(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_log1p, (x,), NOKW)
+
+
+def log2(x: Array, /) -> Array:
+    """Elementwise base-2 logarithm.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.log2(xg.asarray([8.0]))
+        Tensor([3.], dtype=float64, device=cpu)
+    """
+    return apply(_log2, (x,), NOKW)
+
+
+def log10(x: Array, /) -> Array:
+    """Elementwise base-10 logarithm.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.log10(xg.asarray([100.0]))
+        Tensor([2.], dtype=float64, device=cpu)
+    """
+    return apply(_log10, (x,), NOKW)
+
+
+def logaddexp(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``log(exp(x1) + exp(x2))``, without overflow.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.logaddexp(xg.asarray([0.0]), 0.0)
+        Tensor([0.69314718], dtype=float64, device=cpu)
+    """
+    return apply(_logaddexp, (x1, x2), NOKW)
+
+
+def logical_and(x1: Array | bool, x2: Array | bool, /) -> Array:
+    """Elementwise logical AND (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.logical_and(xg.asarray([True, False]), True)
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_logical_and, (x1, x2), NOKW)
+
+
+def logical_not(x: Array, /) -> Array:
+    """Elementwise logical NOT (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.logical_not(xg.asarray([True, False]))
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_logical_not, (x,), NOKW)
+
+
+def logical_or(x1: Array | bool, x2: Array | bool, /) -> Array:
+    """Elementwise logical OR (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.logical_or(xg.asarray([True, False]), False)
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_logical_or, (x1, x2), NOKW)
+
+
+def logical_xor(x1: Array | bool, x2: Array | bool, /) -> Array:
+    """Elementwise logical XOR (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.logical_xor(xg.asarray([True, False]), True)
+        Tensor([False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_logical_xor, (x1, x2), NOKW)
+
+
+def maximum(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise maximum; at ties the gradient is split evenly (``g/2`` each), as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.maximum(xg.asarray([1.0, 3.0]), 2.0)
+        Tensor([2., 3.], dtype=float64, device=cpu)
+    """
+    return apply(_maximum, (x1, x2), NOKW)
+
+
+def minimum(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise minimum; at ties the gradient is split evenly (``g/2`` each), as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.minimum(xg.asarray([1.0, 3.0]), 2.0)
+        Tensor([1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_minimum, (x1, x2), NOKW)
+
+
+def multiply(x1: Array | complex, x2: Array | complex, /) -> Array:
+    """Elementwise ``x1 * x2``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.multiply(xg.asarray([3.0]), 2.0)
+        Tensor([6.], dtype=float64, device=cpu)
+    """
+    return apply(_multiply, (x1, x2), NOKW)
+
+
+def negative(x: Array, /) -> Array:
+    """Elementwise ``-x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.negative(xg.asarray([1.0]))
+        Tensor([-1.], dtype=float64, device=cpu)
+    """
+    return apply(_negative, (x,), NOKW)
+
+
+def nextafter(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise next representable value after ``x1`` towards ``x2`` (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nextafter(xg.asarray([1.0]), 2.0) > 1.0
+        Tensor([ True], dtype=bool, device=cpu)
+    """
+    return apply(_nextafter, (x1, x2), NOKW)
+
+
+def not_equal(x1: Array | complex, x2: Array | complex, /) -> Array:
+    """Elementwise ``x1 != x2`` (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.not_equal(xg.asarray([1.0, 2.0]), 2.0)
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_not_equal, (x1, x2), NOKW)
+
+
+def positive(x: Array, /) -> Array:
+    """Elementwise ``+x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.positive(xg.asarray([-1.0]))
+        Tensor([-1.], dtype=float64, device=cpu)
+    """
+    return apply(_positive, (x,), NOKW)
+
+
+def pow(x1: Array | complex, x2: Array | complex, /) -> Array:  # noqa: A001 - the standard's name
+    """Elementwise ``x1 ** x2``; the exponent's gradient is zero where ``x1 == 0`` (as in PyTorch).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.pow(xg.asarray([2.0, 3.0]), 2.0)
+        Tensor([4., 9.], dtype=float64, device=cpu)
+    """
+    return apply(_pow, (x1, x2), NOKW)
+
+
+def real(x: Array, /) -> Array:
+    """Elementwise real part (the identity for real ``x``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.real(xg.asarray([1 + 2j]))
+        Tensor([1.], dtype=float64, device=cpu)
+    """
+    return apply(_real, (x,), NOKW)
+
+
+def reciprocal(x: Array, /) -> Array:
+    """Elementwise ``1 / x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.reciprocal(xg.asarray([4.0]))
+        Tensor([0.25], dtype=float64, device=cpu)
+    """
+    return apply(_reciprocal, (x,), NOKW)
+
+
+def remainder(x1: Array | float, x2: Array | float, /) -> Array:
+    """Elementwise ``x1 % x2`` with the sign of ``x2``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.remainder(xg.asarray([5.0, -5.0]), 3.0)
+        Tensor([2., 1.], dtype=float64, device=cpu)
+    """
+    return apply(_remainder, (x1, x2), NOKW)
+
+
+def round(x: Array, /) -> Array:  # noqa: A001 - the standard's name
+    """Elementwise rounding to the nearest integer, half to even (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.round(xg.asarray([0.5, 1.5, 2.7]))
+        Tensor([0., 2., 3.], dtype=float64, device=cpu)
+    """
+    return apply(_round, (x,), NOKW)
+
+
+def sign(x: Array, /) -> Array:
+    """Elementwise sign; ``z/|z|`` for complex ``z`` (differentiable there, zero gradient for reals).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.sign(xg.asarray([-2.0, 0.0, 3.0]))
+        Tensor([-1.,  0.,  1.], dtype=float64, device=cpu)
+    """
+    return apply(_sign, (x,), NOKW)
+
+
+def signbit(x: Array, /) -> Array:
+    """Elementwise test of the sign bit (boolean; not differentiable).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.signbit(xg.asarray([-0.0, 1.0]))
+        Tensor([ True, False], dtype=bool, device=cpu)
+    """
+    return apply(_signbit, (x,), NOKW)
+
+
+def sin(x: Array, /) -> Array:
+    """Elementwise sine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.sin(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_sin, (x,), NOKW)
+
+
+def sinh(x: Array, /) -> Array:
+    """Elementwise hyperbolic sine.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.sinh(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_sinh, (x,), NOKW)
+
+
+def square(x: Array, /) -> Array:
+    """Elementwise ``x * x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.square(xg.asarray([3.0]))
+        Tensor([9.], dtype=float64, device=cpu)
+    """
+    return apply(_square, (x,), NOKW)
+
+
+def sqrt(x: Array, /) -> Array:
+    """Elementwise square root.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.sqrt(xg.asarray([4.0]))
+        Tensor([2.], dtype=float64, device=cpu)
+    """
+    return apply(_sqrt, (x,), NOKW)
+
+
+def subtract(x1: Array | complex, x2: Array | complex, /) -> Array:
+    """Elementwise ``x1 - x2``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.subtract(xg.asarray([1.0]), 2.0)
+        Tensor([-1.], dtype=float64, device=cpu)
+    """
+    return apply(_subtract, (x1, x2), NOKW)
+
+
+def tan(x: Array, /) -> Array:
+    """Elementwise tangent.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.tan(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_tan, (x,), NOKW)
+
+
+def tanh(x: Array, /) -> Array:
+    """Elementwise hyperbolic tangent.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.tanh(xg.asarray([0.0]))
+        Tensor([0.], dtype=float64, device=cpu)
+    """
+    return apply(_tanh, (x,), NOKW)
+
+
+def trunc(x: Array, /) -> Array:
+    """Elementwise rounding towards zero (zero gradient).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.trunc(xg.asarray([1.7, -1.7]))
+        Tensor([ 1., -1.], dtype=float64, device=cpu)
+    """
+    return apply(_trunc, (x,), NOKW)
+
+
+def where(condition: Array, x1: Array | complex, x2: Array | complex, /) -> Array:
+    """Elements of ``x1`` where ``condition`` is true, else of ``x2``; differentiable in both.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.where(xg.asarray([True, False]), xg.asarray([1.0, 2.0]), 0.0)
+        Tensor([1., 0.], dtype=float64, device=cpu)
+    """
+    return apply(_where, (condition, x1, x2), NOKW)

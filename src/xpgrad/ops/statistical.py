@@ -1,12 +1,22 @@
-"""Statistical functions (reductions) and their VJP rules."""
+"""Statistical functions (reductions and cumulative reductions) and their VJP rules.
+
+A reduction's rule returns a gradient shaped like the input with the reduced axes
+kept (size 1), and the engine broadcasts it up. ``prod`` and ``cumulative_prod``
+never divide by an element that may be zero: their rules count the zeros of each
+slice, so the gradient is exact with zeros in the input, to second order. ``max``
+and ``min`` split the gradient evenly among tied elements, as ``torch.amax``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._common import Array, apply, primitive
+from .._dtypes import to_backend
+from .._exceptions import XpgradValueError
+from . import elementwise as _ew
+from ._common import Array, apply, composite, conj, is_xpgrad, primitive
 
-__all__ = ["sum"]
+__all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
 _C = "statistical"
 
@@ -28,8 +38,16 @@ def _expand_reduced(xp: Any, g: Any, shape: tuple[int, ...], axis: Any, keepdims
     return xp.reshape(g, kept)
 
 
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= int(shape[a])
+    return n
+
+
+# ---------------------------------------------------------------- sum, mean
 def _sum_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return xp.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return xp.sum(x, axis=axis, dtype=to_backend(dtype, xp), keepdims=keepdims)
 
 
 def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
@@ -41,6 +59,170 @@ _sum = primitive("sum", _sum_fwd, save=(), chapter=_C)
 _sum.defvjp(_sum_vjp)
 
 
+def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
+    shape = tuple(x.shape)
+    return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
+
+
+_mean = primitive("mean", lambda xp, x, **kw: xp.mean(x, **kw), save=(), chapter=_C)
+_mean.defvjp(_mean_vjp)
+
+
+# ---------------------------------------------------------------- prod
+def _prod_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    return xp.prod(x, axis=axis, dtype=to_backend(dtype, xp), keepdims=keepdims)
+
+
+def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
+              keepdims: bool = False) -> Any:
+    # d prod / d x_i is the product of the other elements. With p the product of the
+    # nonzero elements of the slice and n0 its number of zeros: p / x_i without zeros;
+    # with one zero, p at the zero and x_zero * p / x_i elsewhere (0, but with the right
+    # derivative in x_zero); with two zeros, the other zero times p at each zero; 0 beyond.
+    # Written so, every branch is finite and the rule is exact to second order.
+    shape = tuple(x.shape)
+    axes = _norm_axes(axis, len(shape))
+    g = _expand_reduced(xp, g, shape, axis, keepdims)
+    if not axes:
+        return g
+    zero = x == 0
+    xs = xp.where(zero, 1.0, x)
+    p = xp.prod(xs, axis=axes, keepdims=True)
+    n0 = xp.count_nonzero(zero, axis=axes, keepdims=True)
+    zsum = xp.sum(xp.where(zero, x, 0.0), axis=axes, keepdims=True)  # the zeros: value 0
+    d = xp.where(
+        n0 == 0,
+        p / xs,
+        xp.where(
+            n0 == 1,
+            xp.where(zero, p, zsum * p / xs),
+            xp.where(xp.logical_and(n0 == 2, zero), (zsum - x) * p, 0.0),
+        ),
+    )
+    return g * conj(xp, d)
+
+
+_prod = primitive("prod", _prod_fwd, save=(0,), chapter=_C)
+_prod.defvjp(_prod_vjp)
+
+
+# ---------------------------------------------------------------- var, std
+def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction: float = 0.0,
+             keepdims: bool = False) -> Any:
+    shape = tuple(x.shape)
+    axes = _norm_axes(axis, len(shape))
+    g = _expand_reduced(xp, g, shape, axis, keepdims)
+    centered = x - xp.mean(x, axis=axes, keepdims=True)
+    return g * (2.0 / (_count(shape, axes) - correction)) * centered
+
+
+_var = primitive("var", lambda xp, x, **kw: xp.var(x, **kw), save=(0,), chapter=_C)
+_var.defvjp(_var_vjp)
+
+composite("std", of="sqrt(var)")
+
+
+# ---------------------------------------------------------------- max, min
+def _extremum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
+    # the elements equal to the extremum share the gradient evenly (torch.amax's convention)
+    shape = tuple(x.shape)
+    axes = _norm_axes(axis, len(shape))
+    g = _expand_reduced(xp, g, shape, axis, keepdims)
+    if not axes:
+        return g
+    hit = x == _expand_reduced(xp, ans, shape, axis, keepdims)
+    count = xp.sum(xp.astype(hit, x.dtype), axis=axes, keepdims=True)
+    return xp.where(hit, g / count, 0.0)
+
+
+_max = primitive("max", lambda xp, x, **kw: xp.max(x, **kw), save=(0,), save_ans=True, chapter=_C)
+_max.defvjp(_extremum_vjp)
+_min = primitive("min", lambda xp, x, **kw: xp.min(x, **kw), save=(0,), save_ans=True, chapter=_C)
+_min.defvjp(_extremum_vjp)
+
+
+# ---------------------------------------------------------------- cumulative_sum, cumulative_prod
+def _drop_first(v: Any, axis: int) -> Any:
+    """``v`` without its first element along ``axis`` (the ``include_initial`` slot)."""
+    return v[(slice(None),) * axis + (slice(1, None), ...)]
+
+
+def _revcumsum(xp: Any, v: Any, axis: int) -> Any:
+    """Sums from each position to the end along ``axis``."""
+    return xp.flip(xp.cumulative_sum(xp.flip(v, axis=axis), axis=axis), axis=axis)
+
+
+def _cumsum_fwd(xp: Any, x: Any, *, axis: int, dtype: Any = None, include_initial: bool = False) -> Any:
+    return xp.cumulative_sum(x, axis=axis, dtype=to_backend(dtype, xp), include_initial=include_initial)
+
+
+def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = None,
+                include_initial: bool = False) -> Any:
+    if include_initial:
+        g = _drop_first(g, axis)
+    return _revcumsum(xp, g, axis)
+
+
+_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), chapter=_C)
+_cumsum.defvjp(_cumsum_vjp)
+
+
+def _cumprod_fwd(xp: Any, x: Any, *, axis: int, dtype: Any = None, include_initial: bool = False) -> Any:
+    return xp.cumulative_prod(x, axis=axis, dtype=to_backend(dtype, xp), include_initial=include_initial)
+
+
+def _cumprod_grad(xp: Any, g: Any, y: Any, x: Any, axis: int) -> tuple[Any, ...]:
+    """The VJP of ``y = cumulative_prod(x)``, exact with zeros (first order), and its pieces.
+
+    Before the first zero of a slice: ``revcumsum(g * y) / x``. At the first zero:
+    ``revcumsum(g * y1)`` with ``y1`` the cumulative product of ``x`` with that zero
+    made 1. After it: 0 (every product there holds the zero).
+    """
+    zero = x == 0
+    seen = xp.cumulative_sum(xp.astype(zero, x.dtype), axis=axis)  # zeros up to here
+    before = seen == 0
+    first = xp.logical_and(zero, seen == 1)
+    a = _revcumsum(xp, g * conj(xp, y), axis) / conj(xp, xp.where(zero, 1.0, x))
+    x1 = xp.where(first, 1.0, x)
+    y1 = xp.cumulative_prod(x1, axis=axis)
+    b = _revcumsum(xp, g * conj(xp, y1), axis)
+    return xp.where(before, a, xp.where(first, b, 0.0)), before, first, x1, y1
+
+
+def _cumprod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = None,
+                 include_initial: bool = False) -> Any:
+    if include_initial:
+        g = _drop_first(g, axis)
+        ans = _drop_first(ans, axis)
+    grad, before, first, x1, y1 = _cumprod_grad(xp, g, ans, x, axis)
+    if not is_xpgrad(xp):
+        return grad
+    # Recorded for higher order: after the first zero z the gradient is x_z * G1, with G1
+    # the same VJP at x1 (x with x_z made 1). Its value is 0, but its derivative in x_z
+    # is G1, which the second derivative needs.
+    xz = xp.sum(xp.where(first, x, 0.0), axis=axis, keepdims=True)
+    rest = conj(xp, xz) * _cumprod_grad(xp, g, y1, x1, axis)[0]
+    return xp.where(xp.logical_or(before, first), grad, rest)
+
+
+_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, chapter=_C)
+_cumprod.defvjp(_cumprod_vjp)
+
+
+def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:
+    nd = x.ndim
+    if axis is None:
+        if nd != 1:
+            msg = f"{func}: axis is required when x is not one-dimensional, got x with {nd} dimensions"
+            raise XpgradValueError(msg)
+        return 0
+    if not -nd <= axis < nd:
+        msg = f"{func}: axis {axis} is out of range for x with {nd} dimensions"
+        raise XpgradValueError(msg)
+    return axis % nd
+
+
+# ---------------------------------------------------------------- public functions
 def sum(  # noqa: A001 - the standard's name
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
 ) -> Array:
@@ -52,3 +234,128 @@ def sum(  # noqa: A001 - the standard's name
         Tensor([4., 6.], dtype=float64, device=cpu)
     """
     return apply(_sum, (x,), {"axis": axis, "dtype": dtype, "keepdims": keepdims})
+
+
+def prod(
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
+) -> Array:
+    """Product over ``axis`` (all axes by default).
+
+    The gradient is exact when the input holds zeros: it never divides by an element.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([2.0, 0.0, 3.0], requires_grad=True)
+        >>> y = xg.prod(x)
+        >>> y.backward()
+        >>> x.grad
+        Tensor([0., 6., 0.], dtype=float64, device=cpu)
+    """
+    return apply(_prod, (x,), {"axis": axis, "dtype": dtype, "keepdims": keepdims})
+
+
+def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+    """Arithmetic mean over ``axis`` (all axes by default).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.mean(xg.asarray([[1.0, 2.0], [3.0, 5.0]]), axis=1)
+        Tensor([1.5, 4. ], dtype=float64, device=cpu)
+    """
+    return apply(_mean, (x,), {"axis": axis, "keepdims": keepdims})
+
+
+def var(
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
+) -> Array:
+    """Variance over ``axis``, dividing by ``N - correction`` (1 for the unbiased sample variance).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.var(xg.asarray([1.0, 2.0, 3.0, 4.0]), correction=1)
+        Tensor(1.66666667, dtype=float64, device=cpu)
+    """
+    return apply(_var, (x,), {"axis": axis, "correction": correction, "keepdims": keepdims})
+
+
+def std(
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
+) -> Array:
+    """Standard deviation over ``axis``: ``sqrt(var(x, ...))``.
+
+    Its gradient is infinite (or NaN) where the variance is 0, as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.std(xg.asarray([1.0, 3.0, 5.0, 7.0]))
+        Tensor(2.23606798, dtype=float64, device=cpu)
+    """
+    return _ew.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Largest element over ``axis`` (all axes by default).
+
+    Tied maximal elements share the gradient evenly, as ``torch.amax``: each of
+    ``k`` tied elements gets ``g / k``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([1.0, 3.0, 3.0], requires_grad=True)
+        >>> xg.max(x).backward()
+        >>> x.grad
+        Tensor([0. , 0.5, 0.5], dtype=float64, device=cpu)
+    """
+    return apply(_max, (x,), {"axis": axis, "keepdims": keepdims})
+
+
+def min(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Smallest element over ``axis`` (all axes by default).
+
+    Tied minimal elements share the gradient evenly, as ``torch.amin``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.min(xg.asarray([[4.0, 2.0], [1.0, 5.0]]), axis=0)
+        Tensor([1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_min, (x,), {"axis": axis, "keepdims": keepdims})
+
+
+def cumulative_sum(
+    x: Array, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Array:
+    """Running sums along ``axis`` (may be omitted for a one-dimensional ``x``).
+
+    With ``include_initial`` the result starts with the sum of no elements, 0.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.cumulative_sum(xg.asarray([1.0, 2.0, 3.0]), include_initial=True)
+        Tensor([0., 1., 3., 6.], dtype=float64, device=cpu)
+    """
+    ax = _cumulative_axis("cumulative_sum", x, axis)
+    return apply(_cumsum, (x,), {"axis": ax, "dtype": dtype, "include_initial": include_initial})
+
+
+def cumulative_prod(
+    x: Array, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Array:
+    """Running products along ``axis`` (may be omitted for a one-dimensional ``x``).
+
+    With ``include_initial`` the result starts with the product of no elements, 1.
+    The gradient is exact with zeros in the input (it never divides by a zero), to
+    second order.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([2.0, 0.0, 3.0], requires_grad=True)
+        >>> y = xg.cumulative_prod(x)
+        >>> y
+        Tensor([2., 0., 0.], dtype=float64, device=cpu, grad_fn=<cumulative_prod>)
+        >>> xg.sum(y).backward()
+        >>> x.grad
+        Tensor([1., 8., 0.], dtype=float64, device=cpu)
+    """
+    ax = _cumulative_axis("cumulative_prod", x, axis)
+    return apply(_cumprod, (x,), {"axis": ax, "dtype": dtype, "include_initial": include_initial})

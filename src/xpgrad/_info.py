@@ -1,0 +1,121 @@
+"""``__array_namespace_info__``: what the xpgrad namespace offers under the current policy.
+
+xpgrad creates arrays in the policy's library, so the info object describes that
+library (asking the library's own info object), with two things the policy
+decides: the default device (the policy's, when it sets one) and the default
+floating dtypes (the policy's ``dtype``, when it sets one). Dtypes come back as
+xpgrad dtypes (``{"float32": xpgrad.float32, ...}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._backends import namespace_devices, resolve_device
+from ._dtypes import DTYPES, complex_dtype, dtype_name
+from ._policy import DevicePolicy, current_policy
+
+__all__ = ["Info", "__array_namespace_info__"]
+
+
+class Info:
+    """The namespace inspection object of xpgrad (the standard's ``Info``).
+
+    It describes the policy in force when it was made: its library, device and
+    default dtype.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> info = xg.__array_namespace_info__()
+        >>> info.default_dtypes()["real floating"]
+        xpgrad.float64
+        >>> with xg.default_device(dtype="float32"):
+        ...     xg.__array_namespace_info__().default_dtypes()["complex floating"]
+        xpgrad.complex64
+    """
+
+    __slots__ = ("_backend", "_policy")
+
+    def __init__(self, policy: DevicePolicy) -> None:
+        self._policy = policy
+        self._backend = policy.xp.__array_namespace_info__()
+
+    def __repr__(self) -> str:
+        return f"<xpgrad info over {getattr(self._policy.xp, '__name__', self._policy.xp)}>"
+
+    def _device(self, device: Any) -> Any:
+        if device is None:
+            return self._policy.device
+        return resolve_device(self._policy.xp, device)
+
+    def capabilities(self) -> dict[str, Any]:
+        """The backend's capabilities (``"boolean indexing"``, ``"data-dependent shapes"``, ...).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> sorted(xg.__array_namespace_info__().capabilities())[:2]
+            ['boolean indexing', 'data-dependent shapes']
+        """
+        return dict(self._backend.capabilities())
+
+    def default_device(self) -> Any:
+        """The device new arrays go to: the policy's device, else the backend's default.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> with xg.default_device("array_api_strict", device="device1"):
+            ...     xg.__array_namespace_info__().default_device()
+            array_api_strict.Device('device1')
+        """
+        if self._policy.device is not None:
+            return self._policy.device
+        return self._backend.default_device()
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        """The default dtypes for ``device`` (default: the policy's): keys ``"real floating"``,
+        ``"complex floating"``, ``"integral"``, ``"indexing"``; the policy's dtype sets the
+        floating ones.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.__array_namespace_info__().default_dtypes()["integral"]
+            xpgrad.int64
+        """
+        out = {k: DTYPES[dtype_name(v)] for k, v in self._backend.default_dtypes(device=self._device(device)).items()}
+        if self._policy.dtype is not None:
+            out["real floating"] = DTYPES[self._policy.dtype]
+            out["complex floating"] = DTYPES[complex_dtype(self._policy.dtype)]
+        return out
+
+    def devices(self) -> list[Any]:
+        """The backend's devices (JAX's ``None``, its "uncommitted" placement, left out).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> with xg.default_device("array_api_strict"):
+            ...     len(xg.__array_namespace_info__().devices()) > 1
+            True
+        """
+        return namespace_devices(self._policy.xp)
+
+    def dtypes(self, *, device: Any = None, kind: str | tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The dtypes ``device`` (default: the policy's) supports, optionally of a ``kind``.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.__array_namespace_info__().dtypes(kind="real floating")
+            {'float32': xpgrad.float32, 'float64': xpgrad.float64}
+        """
+        found = self._backend.dtypes(device=self._device(device), kind=kind)
+        return {name: DTYPES[name] for name in found}
+
+
+def __array_namespace_info__() -> Info:  # noqa: N807 - the standard's name
+    """The inspection object of the xpgrad namespace under the current policy.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.__array_namespace_info__().default_device()
+        'cpu'
+    """
+    return Info(current_policy())

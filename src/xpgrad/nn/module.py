@@ -1,0 +1,550 @@
+"""``Module``: the base class of layers, PyTorch style.
+
+Assigning a :class:`Parameter` or a Module to an attribute registers it;
+``register_buffer`` registers non-trained state (running statistics). From the
+registry come ``parameters()``, ``state_dict()`` / ``load_state_dict()``,
+``to(...)`` (move to another library, device or dtype), ``train()`` / ``eval()``
+and the tree ``repr``. Calling a module runs its forward pre-hooks, ``forward``
+and its forward hooks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+from .._dtypes import DType, dtype_name, is_float
+from .._exceptions import XpgradTypeError, XpgradValueError
+from ..autograd._grad_mode import no_grad
+from ..autograd._tensor import Tensor
+from ._hooks import RemovableHandle
+from .parameter import Parameter
+
+__all__ = ["IncompatibleKeys", "Module"]
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(strict=False)`` returns."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def _shape(t: Any) -> tuple[Any, ...]:
+    return tuple((t.data if isinstance(t, Tensor) else t).shape)
+
+
+class Module:
+    """Base class of every layer and model.
+
+    Subclasses set their parameters and submodules as attributes in ``__init__``
+    (after calling ``super().__init__()``) and define ``forward``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> class Affine(xg.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.scale = xg.nn.Parameter(xg.ones(2))
+        ...     def forward(self, x):
+        ...         return x * self.scale
+        >>> m = Affine()
+        >>> [name for name, _ in m.named_parameters()]
+        ['scale']
+        >>> m(xg.asarray([1.0, 2.0]))
+        Tensor([1., 2.], dtype=float64, device=cpu, grad_fn=<multiply>)
+    """
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        msg = f"{type(self).__name__}: the module defines no forward()"
+        raise XpgradTypeError(msg)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for hook in list(self._forward_pre_hooks.values()):
+            res = hook(self, args)
+            if res is not None:
+                args = res if isinstance(res, tuple) else (res,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            res = hook(self, args, out)
+            if res is not None:
+                out = res
+        return out
+
+    # ------------------------------------------------------------------ registration
+    def _check_ready(self, func: str) -> None:
+        if "_parameters" not in self.__dict__:
+            msg = f"{func}: call super().__init__() in {type(self).__name__}.__init__ before assigning attributes"
+            raise XpgradTypeError(msg)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            self._check_ready("__setattr__")
+            self._remove_from(name, d["_buffers"], d["_modules"])
+            d.pop(name, None)
+            d["_parameters"][name] = value
+        elif isinstance(value, Module):
+            self._check_ready("__setattr__")
+            self._remove_from(name, d["_parameters"], d["_buffers"])
+            d.pop(name, None)
+            d["_modules"][name] = value
+        elif "_parameters" in d and name in d["_parameters"]:
+            if value is not None:
+                msg = (
+                    f"{type(self).__name__}.{name}: cannot assign a {type(value).__name__} to a parameter; "
+                    "assign an xpgrad.nn.Parameter or None"
+                )
+                raise XpgradTypeError(msg)
+            d["_parameters"][name] = None
+        elif "_modules" in d and name in d["_modules"]:
+            if value is not None:
+                msg = (f"{type(self).__name__}.{name}: cannot assign a {type(value).__name__} to a submodule; "
+                       "assign a Module or None")
+                raise XpgradTypeError(msg)
+            d["_modules"][name] = None
+        elif "_buffers" in d and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                msg = (f"{type(self).__name__}.{name}: cannot assign a {type(value).__name__} to a buffer; "
+                       "assign a Tensor or None")
+                raise XpgradTypeError(msg)
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _remove_from(name: str, *tables: dict[str, Any]) -> None:
+        for t in tables:
+            t.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            t = d.get(table)
+            if t is not None and name in t:
+                return t[name]
+        msg = f"{type(self).__name__!r} object has no attribute {name!r}"
+        raise AttributeError(msg)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            t = d.get(table)
+            if t is not None and name in t:
+                del t[name]
+                d["_non_persistent"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+    def _check_name(self, name: Any, func: str) -> None:
+        self._check_ready(func)
+        if not isinstance(name, str) or not name or "." in name:
+            msg = f"{func}: the name must be a non-empty str without '.', got {name!r}"
+            raise XpgradValueError(msg)
+        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._parameters):
+            msg = f"{func}: attribute {name!r} already exists on {type(self).__name__}"
+            raise XpgradValueError(msg)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` (or None, a declared but absent parameter) under ``name``."""
+        self._check_name(name, "register_parameter")
+        if param is not None and not isinstance(param, Parameter):
+            msg = f"register_parameter: {name!r} must be an xpgrad.nn.Parameter or None, got {type(param).__name__}"
+            raise XpgradTypeError(msg)
+        self._remove_from(name, self._buffers, self._modules)
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register a non-trained tensor (moved by ``to``; in ``state_dict`` when ``persistent``).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> m = xg.nn.Module()
+            >>> m.register_buffer("count", xg.zeros(1))
+            >>> list(m.state_dict())
+            ['count']
+        """
+        self._check_name(name, "register_buffer")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            if hasattr(tensor, "shape") and hasattr(tensor, "dtype"):
+                tensor = Tensor(tensor)
+            else:
+                msg = f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}"
+                raise XpgradTypeError(msg)
+        self._remove_from(name, self._parameters, self._modules)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register a submodule (or None) under ``name``."""
+        self._check_ready("add_module")
+        if not isinstance(name, str) or not name or "." in name:
+            msg = f"add_module: the name must be a non-empty str without '.', got {name!r}"
+            raise XpgradValueError(msg)
+        if module is not None and not isinstance(module, Module):
+            msg = f"add_module: {name!r} must be a Module or None, got {type(module).__name__}"
+            raise XpgradTypeError(msg)
+        self._remove_from(name, self._parameters, self._buffers)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at a dotted path such as ``"encoder.0"`` (``""`` is self)."""
+        mod: Module = self
+        if target == "":
+            return mod
+        for part in target.split("."):
+            sub = mod._modules.get(part)
+            if sub is None:
+                msg = f"get_submodule: {type(mod).__name__} has no submodule {part!r} (path {target!r})"
+                raise AttributeError(msg)
+            mod = sub
+        return mod
+
+    # ------------------------------------------------------------------ traversal
+    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """``(name, module)`` for self and every submodule, depth first; each module once."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, mod in self._modules.items():
+            if mod is None:
+                continue
+            yield from mod.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen: set[int] = set()
+        for name, mod in self._modules.items():
+            if mod is not None and id(mod) not in seen:
+                seen.add(id(mod))
+                yield name, mod
+
+    def children(self) -> Iterator[Module]:
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, table: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+        seen: set[int] = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mprefix, mod in mods:
+            for name, v in getattr(mod, table).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield (f"{mprefix}.{name}" if mprefix else name), v
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)`` pairs; a parameter shared by two modules comes once."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter of the module and (with ``recurse``) its submodules."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every submodule (children first) and on self; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------ modes and grads
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (Dropout active) on self and every submodule; returns self."""
+        if not isinstance(mode, bool):
+            msg = f"train: mode must be a bool, got {type(mode).__name__}"
+            raise XpgradTypeError(msg)
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        """Set evaluation mode (``train(False)``); returns self."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set ``requires_grad`` on every parameter (freeze with False); returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter: to None (default), or to zeros in place."""
+        for p in self.parameters():
+            _zero_grad(p, set_to_none)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> OrderedDict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name, sharing memory with the module.
+
+        The tensors are detached unless ``keep_vars``.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> list(xg.nn.Linear(2, 3).state_dict())
+            ['weight', 'bias']
+        """
+        out: OrderedDict[str, Tensor] = OrderedDict()
+        for mprefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    out[f"{mprefix}.{name}" if mprefix else name] = p if keep_vars else p.detach()
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent:
+                    out[f"{mprefix}.{name}" if mprefix else name] = b if keep_vars else b.detach()
+        return out
+
+    def _state_slots(self) -> dict[str, tuple[Module, str, Tensor]]:
+        slots: dict[str, tuple[Module, str, Tensor]] = {}
+        for mprefix, mod in self.named_modules():
+            for table in ("_parameters", "_buffers"):
+                for name, v in getattr(mod, table).items():
+                    if v is None or (table == "_buffers" and name in mod._non_persistent):
+                        continue
+                    slots[f"{mprefix}.{name}" if mprefix else name] = (mod, name, v)
+        return slots
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values from ``state_dict`` into the parameters and buffers.
+
+        Values may be Tensors or arrays of any library; each is converted to the
+        namespace, device and dtype of the tensor it replaces. Everything is
+        checked before anything is copied: on an error the module is unchanged.
+
+        Args:
+            state_dict: name -> tensor, as returned by :meth:`state_dict` or :func:`xpgrad.load`.
+            strict: missing and unexpected keys are errors (else they are returned).
+
+        Raises:
+            XpgradValueError: lists the missing keys, the unexpected keys and the
+                shape mismatches (shape mismatches are errors even when not strict).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> a, b = xg.nn.Linear(2, 2), xg.nn.Linear(2, 2)
+            >>> b.load_state_dict(a.state_dict())
+            IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        """
+        from .._io import move_array
+
+        if not isinstance(state_dict, Mapping):
+            msg = f"load_state_dict: expected a mapping of name -> tensor, got {type(state_dict).__name__}"
+            raise XpgradTypeError(msg)
+        slots = self._state_slots()
+        missing = [k for k in slots if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in slots]
+        mismatched = []
+        for k, (_, _, cur) in slots.items():
+            if k in state_dict:
+                v = state_dict[k]
+                if not hasattr(v, "shape"):
+                    mismatched.append(f"{k}: expected a tensor, got {type(v).__name__}")
+                elif _shape(v) != _shape(cur):
+                    mismatched.append(f"{k}: checkpoint shape {_shape(v)}, module shape {_shape(cur)}")
+        problems = []
+        if strict and missing:
+            problems.append(f"missing keys {missing}")
+        if strict and unexpected:
+            problems.append(f"unexpected keys {unexpected}")
+        if mismatched:
+            problems.append(f"shape mismatches [{'; '.join(mismatched)}]")
+        if problems:
+            msg = (f"load_state_dict: cannot load into {type(self).__name__}: {', '.join(problems)}; "
+                   "nothing was changed")
+            raise XpgradValueError(msg)
+        from .._dispatch import backend_namespace
+
+        new: list[tuple[Tensor, Any]] = []
+        for k, (_, _, cur) in slots.items():
+            if k not in state_dict:
+                continue
+            data = cur.data
+            try:
+                arr = move_array(state_dict[k], backend_namespace(data), _device(data), data.dtype, copy=True)
+            except Exception as e:
+                msg = f"load_state_dict: cannot convert the value of {k!r}: {e}; nothing was changed"
+                raise XpgradValueError(msg) from e
+            new.append((cur, arr))
+        with no_grad():
+            for cur, arr in new:
+                cur.data = arr
+                cur._version[0] += 1
+        return IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------------ moving
+    def to(self, device: Any = None, dtype: Any = None, *, xp: Any = None) -> Module:
+        """Move every parameter and buffer to another library, device and/or dtype, in place.
+
+        Args:
+            device: a device object or string (``"cpu"``, ``"cuda:0"``); with ``xp``
+                it is resolved for the new library. A dtype given here is taken as ``dtype``.
+            dtype: a floating dtype (name or object); only floating tensors are cast.
+            xp: a library name (``"torch"``), a namespace, or an array of the target library.
+
+        The Parameter objects stay the same (an optimizer built before keeps them),
+        and their gradients move with them. Returns self.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> m = xg.nn.Linear(2, 2).to(dtype="float64")
+            >>> m.weight.dtype
+            xpgrad.float64
+            >>> m.to(xp="array_api_strict").weight.device
+            array_api_strict.Device('CPU_DEVICE')
+        """
+        from .._backends import resolve_device
+        from .._dispatch import backend_namespace
+        from .._io import move_array
+        from .._policy import _namespace_of
+
+        if device is not None and _is_dtype(device):
+            device, dtype = None, device
+        if dtype is not None:
+            name = dtype_name(dtype)
+            if not is_float(name):
+                msg = f"to: dtype must be a floating dtype, got {name!r}"
+                raise XpgradTypeError(msg)
+        target_xp, target_dev = (None, None)
+        if xp is not None:
+            target_xp, target_dev = _namespace_of(xp, "to")
+        moves: list[tuple[Tensor, Any, Any]] = []
+        for t in [*self.parameters(), *self.buffers()]:
+            for holder in (t, t.grad):
+                if holder is None:
+                    continue
+                data = holder.data
+                nxp = target_xp if target_xp is not None else backend_namespace(data)
+                dev = resolve_device(nxp, device) if device is not None else (
+                    target_dev if target_xp is not None else None)
+                dt = dtype_name(dtype) if dtype is not None and is_float(data.dtype) else None
+                moves.append((holder, move_array(data, nxp, dev, dt), holder is t))
+        with no_grad():
+            for holder, arr, _ in moves:
+                holder.data = arr
+                holder._version[0] += 1
+        return self
+
+    # ------------------------------------------------------------------ hooks
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args)`` before ``forward``; a non-None result replaces ``args``.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> m = xg.nn.Identity()
+            >>> h = m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+            >>> m(xg.asarray([1.0]))
+            Tensor([2.], dtype=float64, device=cpu)
+            >>> h.remove()
+        """
+        handle = RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after ``forward``; a non-None result replaces the output.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> seen = []
+            >>> m = xg.nn.Identity()
+            >>> with m.register_forward_hook(lambda mod, args, out: seen.append(out.shape)):
+            ...     _ = m(xg.zeros(3))
+            >>> seen
+            [(3,)]
+        """
+        handle = RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = hook
+        return handle
+
+    # ------------------------------------------------------------------ repr
+    def extra_repr(self) -> str:
+        """The text inside the parentheses of this module's repr line (override in layers)."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, mod in self._modules.items():
+            text = repr(mod).replace("\n", "\n  ")
+            lines.append(f"({name}): {text}")
+        head = type(self).__name__ + "("
+        if not lines:
+            return head + ")"
+        if len(lines) == 1 and not self._modules:
+            return head + lines[0] + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _is_dtype(v: Any) -> bool:
+    if isinstance(v, DType):
+        return True
+    if isinstance(v, str):
+        try:
+            dtype_name(v)
+        except ValueError:
+            return False
+        return True
+    try:
+        dtype_name(v)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _device(data: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(data)
+
+
+def _zero_grad(p: Tensor, set_to_none: bool) -> None:
+    if p.grad is None:
+        return
+    if set_to_none:
+        p.grad = None
+        return
+    from .._dispatch import backend_namespace
+
+    g = p.grad.data
+    p.grad = Tensor(backend_namespace(g).zeros_like(g))

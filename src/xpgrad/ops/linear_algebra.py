@@ -1,0 +1,160 @@
+"""Linear algebra functions of the main namespace and their VJP rules.
+
+Complex inputs follow PyTorch's convention: ``matmul``'s gradients are
+``g @ conj(x2).mT`` and ``conj(x1).mT @ g``; ``vecdot`` conjugates its first
+argument, so its first gradient is ``conj(g) * x2``. Batch broadcasting is
+undone by the engine, which sums a gradient down to its argument's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._common import Array, apply, conj, primitive
+
+__all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
+
+_C = "linear_algebra"
+
+
+# ---------------------------------------------------------------- matrix_transpose
+_matrix_transpose = primitive("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), save=(), view=True,
+                              chapter=_C)
+_matrix_transpose.defvjp(lambda xp, g, ans, x: xp.matrix_transpose(g))
+
+
+def matrix_transpose(x: Array, /) -> Array:
+    """Transpose the last two axes of ``x`` (a stack of matrices).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.matrix_transpose(xg.asarray([[1.0, 2.0]]))
+        Tensor([[1.],
+                [2.]], dtype=float64, device=cpu)
+    """
+    return apply(_matrix_transpose, (x,), {})
+
+
+# ---------------------------------------------------------------- matmul
+def _as_matrices(xp: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
+    """Give 1-D operands (and ``g``) the axis that matmul removed, so both rules are matrix products."""
+    if b.ndim == 1:  # first, so that a 0-D g (vector @ vector) gets its axes in order
+        b = xp.expand_dims(b, axis=-1)
+        g = xp.expand_dims(g, axis=-1)
+    if a.ndim == 1:
+        a = xp.expand_dims(a, axis=0)
+        g = xp.expand_dims(g, axis=-2)
+    return g, a, b
+
+
+def _matmul_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
+    g, _, b = _as_matrices(xp, g, x1, x2)
+    out = xp.matmul(g, xp.matrix_transpose(conj(xp, b)))  # (..., m, k); the engine sums batch axes
+    return xp.squeeze(out, axis=-2) if x1.ndim == 1 else out
+
+
+def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
+    g, a, _ = _as_matrices(xp, g, x1, x2)
+    out = xp.matmul(xp.matrix_transpose(conj(xp, a)), g)  # (..., k, n)
+    return xp.squeeze(out, axis=-1) if x2.ndim == 1 else out
+
+
+_matmul = primitive("matmul", lambda xp, x1, x2: xp.matmul(x1, x2), chapter=_C)
+_matmul.defvjp(_matmul_vjp_x1, _matmul_vjp_x2)
+
+
+def matmul(x1: Array, x2: Array, /) -> Array:
+    """Matrix product, with NumPy's rules for 1-D operands and broadcasting of batch axes.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.matmul(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), xg.asarray([1.0, 1.0]))
+        Tensor([3., 7.], dtype=float64, device=cpu)
+    """
+    return apply(_matmul, (x1, x2), {})
+
+
+# ---------------------------------------------------------------- tensordot
+def _contracted(axes: int | tuple[Sequence[int], Sequence[int]], nd1: int, nd2: int) -> tuple[list[int], list[int]]:
+    """The contracted axes of x1 and x2, non-negative and paired in order."""
+    if isinstance(axes, int):
+        return list(range(nd1 - axes, nd1)), list(range(axes))
+    a1, a2 = axes
+    a1 = [a1] if isinstance(a1, int) else a1
+    a2 = [a2] if isinstance(a2, int) else a2
+    return [a % nd1 for a in a1], [a % nd2 for a in a2]
+
+
+def _td(xp: Any, a: Any, b: Any, ax_a: list[int], ax_b: list[int]) -> Any:
+    return xp.tensordot(a, b, axes=(ax_a, ax_b) if ax_a else 0)
+
+
+def _back_to(xp: Any, r: Any, order: list[int]) -> Any:
+    """Permute ``r``, whose axis i is argument axis ``order[i]``, into the argument's axis order."""
+    perm = sorted(range(len(order)), key=order.__getitem__)
+    return r if perm == list(range(len(order))) else xp.permute_dims(r, tuple(perm))
+
+
+def _tensordot_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
+    c1, c2 = _contracted(axes, x1.ndim, x2.ndim)
+    free1 = [i for i in range(x1.ndim) if i not in c1]
+    free2 = [i for i in range(x2.ndim) if i not in c2]
+    # contract g's x2-part with x2's free axes: left with free1, then x2's contracted axes in x2's order
+    r = _td(xp, g, conj(xp, x2), list(range(len(free1), g.ndim)), free2)
+    return _back_to(xp, r, free1 + [c1[c2.index(j)] for j in sorted(c2)])
+
+
+def _tensordot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
+    c1, c2 = _contracted(axes, x1.ndim, x2.ndim)
+    free1 = [i for i in range(x1.ndim) if i not in c1]
+    free2 = [i for i in range(x2.ndim) if i not in c2]
+    r = _td(xp, conj(xp, x1), g, free1, list(range(len(free1))))
+    return _back_to(xp, r, [c2[c1.index(j)] for j in sorted(c1)] + free2)
+
+
+_tensordot = primitive("tensordot", lambda xp, x1, x2, *, axes=2: xp.tensordot(x1, x2, axes=axes), chapter=_C)
+_tensordot.defvjp(_tensordot_vjp_x1, _tensordot_vjp_x2)
+
+
+def tensordot(x1: Array, x2: Array, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Array:
+    """Sum products over ``axes``: the last ``axes`` axes of x1 with the first of x2, or the given pairs.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.tensordot(xg.asarray([[1.0, 2.0]]), xg.asarray([[3.0], [4.0]]), axes=1)
+        Tensor([[11.]], dtype=float64, device=cpu)
+    """
+    if not isinstance(axes, int):
+        axes = (tuple(axes[0]), tuple(axes[1])) if not isinstance(axes[0], int) else (axes[0], axes[1])
+    return apply(_tensordot, (x1, x2), {"axes": axes})
+
+
+# ---------------------------------------------------------------- vecdot
+def _vec_axis(axis: int, x1: Any, x2: Any) -> int:
+    """The reduced axis as a negative index (the standard counts it from the end)."""
+    return axis if axis < 0 else axis - max(x1.ndim, x2.ndim)
+
+
+def _vecdot_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axis: int = -1) -> Any:
+    # out = sum(conj(x1) * x2): antiholomorphic in x1, so the gradient is conj(g) * x2
+    return conj(xp, xp.expand_dims(g, axis=_vec_axis(axis, x1, x2))) * x2
+
+
+def _vecdot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axis: int = -1) -> Any:
+    return xp.expand_dims(g, axis=_vec_axis(axis, x1, x2)) * x1
+
+
+_vecdot = primitive("vecdot", lambda xp, x1, x2, *, axis=-1: xp.vecdot(x1, x2, axis=axis), chapter=_C)
+_vecdot.defvjp(_vecdot_vjp_x1, _vecdot_vjp_x2)
+
+
+def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
+    """Dot product of vectors along ``axis``, conjugating ``x1``: ``sum(conj(x1) * x2, axis=axis)``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.vecdot(xg.asarray([1.0, 2.0]), xg.asarray([3.0, 4.0]))
+        Tensor(11., dtype=float64, device=cpu)
+    """
+    return apply(_vecdot, (x1, x2), {"axis": axis})

@@ -1,0 +1,403 @@
+"""Manipulation functions (shapes, axes, joining and splitting) and their VJP rules.
+
+Every one of them is linear, so each rule applies the adjoint rearrangement to
+the upstream gradient: reshape back, permute back, slice out the pieces of a
+join, sum the copies of a repetition. Variadic functions (``concat``, ``stack``,
+``broadcast_arrays``) pass their arrays as positional arguments of the primitive
+and share one ``rest`` rule; multi-output ones (``unstack``, ``broadcast_arrays``)
+get a tuple of upstream gradients with None for outputs that received none.
+Also here: the ``to_device`` primitive behind :meth:`xpgrad.Tensor.to_device`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import array_api_compat
+
+from .._exceptions import XpgradValueError
+from ._common import Array, Tensor, apply, declare, is_xpgrad, primitive, zeros_like_shape
+from .indexing import scatter_add, source_index
+
+__all__ = [
+    "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip",
+    "moveaxis", "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
+]
+
+_C = "manipulation"
+
+
+def _ax(axis: int, ndim: int) -> int:
+    """A possibly negative axis as a non-negative one."""
+    return axis + ndim if axis < 0 else axis
+
+
+def _axes(axis: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    if isinstance(axis, int):
+        return (_ax(axis, ndim),)
+    return tuple(_ax(a, ndim) for a in axis)
+
+
+def _outputs(g: Any) -> tuple[Any, ...]:
+    """The upstream gradients of a multi-output primitive (one output: not a tuple)."""
+    return g if type(g) is tuple else (g,)
+
+
+def _reshape_back(xp: Any, g: Any, ans: Any, x: Any, **kw: Any) -> Any:
+    return xp.reshape(g, tuple(x.shape))
+
+
+# ---------------------------------------------------------------- broadcasting
+_broadcast_to = primitive("broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape),
+                          save=(), view=True, chapter=_C)
+_broadcast_to.defvjp(lambda xp, g, ans, x, **kw: g)  # the engine sums the broadcast axes
+
+
+def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
+    """Broadcast ``x`` to ``shape``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.broadcast_to(xg.asarray([1.0, 2.0]), (2, 2))
+        Tensor([[1., 2.],
+                [1., 2.]], dtype=float64, device=cpu)
+    """
+    return apply(_broadcast_to, (x,), {"shape": tuple(shape)})
+
+
+_broadcast_arrays = primitive("broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)),
+                              save=(), multi=True, chapter=_C)
+_broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
+
+
+def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
+    """Broadcast the arrays against each other.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> a, b = xg.broadcast_arrays(xg.asarray([1.0, 2.0]), xg.asarray([[3.0], [4.0]]))
+        >>> a.shape, b.shape
+        ((2, 2), (2, 2))
+    """
+    return apply(_broadcast_arrays, arrays, {})
+
+
+def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
+    """The shape that arrays of ``shapes`` broadcast to (None: an unknown size).
+
+    Raises:
+        XpgradValueError: the shapes do not broadcast together.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.broadcast_shapes((2, 1), (3,), ())
+        (2, 3)
+    """
+    nd = max((len(s) for s in shapes), default=0)
+    out: list[int | None] = []
+    for i in range(-nd, 0):
+        size: int | None = 1
+        for s in shapes:
+            d = s[i] if -i <= len(s) else 1
+            if d == 1:
+                continue
+            if size == 1:
+                size = d
+            elif d is None or size is None:
+                size = None
+            elif d != size:
+                msg = f"broadcast_shapes: shapes {tuple(tuple(s) for s in shapes)} do not broadcast together"
+                raise XpgradValueError(msg)
+        out.append(size)
+    return tuple(out)
+
+
+declare("broadcast_shapes", "operates on shape tuples, not on arrays")
+
+
+# ---------------------------------------------------------------- reshaping
+def _reshape_fwd(xp: Any, x: Any, *, shape: tuple[int, ...], copy: bool | None = None) -> Any:
+    return xp.reshape(x, shape) if copy is None else xp.reshape(x, shape, copy=copy)
+
+
+_reshape = primitive("reshape", _reshape_fwd, save=(), view=True, chapter=_C)
+_reshape.defvjp(_reshape_back)
+
+
+def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Array:
+    """Give ``x`` a new shape (one size may be -1) without changing its data.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.reshape(xg.asarray([1.0, 2.0, 3.0, 4.0]), (2, -1))
+        Tensor([[1., 2.],
+                [3., 4.]], dtype=float64, device=cpu)
+    """
+    return apply(_reshape, (x,), {"shape": tuple(shape), "copy": copy})
+
+
+_expand_dims = primitive("expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis),
+                         save=(), view=True, chapter=_C)
+_expand_dims.defvjp(_reshape_back)
+
+
+def expand_dims(x: Array, /, axis: int) -> Array:
+    """Insert an axis of size one at position ``axis``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.expand_dims(xg.asarray([1.0, 2.0]), axis=0).shape
+        (1, 2)
+    """
+    return apply(_expand_dims, (x,), {"axis": axis})
+
+
+_squeeze = primitive("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), save=(), view=True,
+                     chapter=_C)
+_squeeze.defvjp(_reshape_back)
+
+
+def squeeze(x: Array, /, axis: int | tuple[int, ...]) -> Array:
+    """Remove the axes ``axis``, each of size one.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.squeeze(xg.asarray([[1.0, 2.0]]), axis=0)
+        Tensor([1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_squeeze, (x,), {"axis": axis})
+
+
+# ---------------------------------------------------------------- axes
+def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
+    n = len(axes)
+    inv = [0] * n
+    for i, a in enumerate(axes):
+        inv[_ax(a, n)] = i
+    return tuple(inv)
+
+
+_permute_dims = primitive("permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes), save=(),
+                          view=True, chapter=_C)
+_permute_dims.defvjp(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)))
+
+
+def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
+    """Permute the axes of ``x``: output axis i is input axis ``axes[i]``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.permute_dims(xg.asarray([[1.0, 2.0]]), (1, 0))
+        Tensor([[1.],
+                [2.]], dtype=float64, device=cpu)
+    """
+    return apply(_permute_dims, (x,), {"axes": tuple(axes)})
+
+
+_moveaxis = primitive("moveaxis", lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
+                      save=(), view=True, chapter=_C)
+_moveaxis.defvjp(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source))
+
+
+def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[int, ...], /) -> Array:
+    """Move the axes ``source`` to the positions ``destination``; the others keep their order.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.moveaxis(xg.reshape(xg.asarray([1.0] * 6), (1, 2, 3)), 0, -1).shape
+        (2, 3, 1)
+    """
+    return apply(_moveaxis, (x,), {"source": source, "destination": destination})
+
+
+_flip = primitive("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), save=(), chapter=_C)
+_flip.defvjp(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis))
+
+
+def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
+    """Reverse the order of the elements along ``axis`` (all axes by default).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.flip(xg.asarray([1.0, 2.0, 3.0]))
+        Tensor([3., 2., 1.], dtype=float64, device=cpu)
+    """
+    return apply(_flip, (x,), {"axis": axis})
+
+
+def _neg_shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
+    return -shift if isinstance(shift, int) else tuple(-s for s in shift)
+
+
+_roll = primitive("roll", lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis), save=(),
+                  chapter=_C)
+_roll.defvjp(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis))
+
+
+def roll(x: Array, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ...] | None = None) -> Array:
+    """Shift the elements along ``axis`` (of the flattened array by default), wrapping around.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.roll(xg.asarray([1.0, 2.0, 3.0]), 1)
+        Tensor([3., 1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_roll, (x,), {"shift": shift if isinstance(shift, int) else tuple(shift), "axis": axis})
+
+
+# ---------------------------------------------------------------- joining and splitting
+def _along(ax: int, idx: Any) -> tuple[Any, ...]:
+    """A basic index selecting ``idx`` (an int or a slice) along axis ``ax``.
+
+    The trailing ``...`` is required by the standard for an index of fewer axes.
+    """
+    return (slice(None),) * ax + (idx, Ellipsis)
+
+
+def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 0) -> Any:
+    if axis is None:  # the arrays were flattened
+        start = sum(math.prod(x.shape) for x in xs[:i])
+        return xp.reshape(g[start:start + math.prod(xs[i].shape)], tuple(xs[i].shape))
+    ax = _ax(axis, g.ndim)
+    start = sum(x.shape[ax] for x in xs[:i])
+    return g[_along(ax, slice(start, start + xs[i].shape[ax]))]
+
+
+_concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), chapter=_C)
+_concat.defvjp(rest=_concat_vjp)
+
+
+def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) -> Array:
+    """Join the arrays along an existing axis (after flattening them when ``axis`` is None).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.concat([xg.asarray([1.0]), xg.asarray([2.0, 3.0])])
+        Tensor([1., 2., 3.], dtype=float64, device=cpu)
+    """
+    return apply(_concat, tuple(arrays), {"axis": axis})
+
+
+_stack = primitive("stack", lambda xp, *xs, axis=0: xp.stack(xs, axis=axis), save=(), chapter=_C)
+_stack.defvjp(rest=lambda xp, g, ans, i, *xs, axis=0: g[_along(_ax(axis, g.ndim), i)])
+
+
+def stack(arrays: tuple[Array, ...] | list[Array], /, *, axis: int = 0) -> Array:
+    """Join arrays of one shape along a new axis.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.stack([xg.asarray([1.0, 2.0]), xg.asarray([3.0, 4.0])], axis=1)
+        Tensor([[1., 3.],
+                [2., 4.]], dtype=float64, device=cpu)
+    """
+    return apply(_stack, tuple(arrays), {"axis": axis})
+
+
+def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
+    gs = _outputs(g)
+    like = next(gi for gi in gs if gi is not None)
+    if any(gi is None for gi in gs):
+        zero = zeros_like_shape(xp, like, tuple(like.shape))
+        gs = tuple(zero if gi is None else gi for gi in gs)
+    return xp.stack(gs, axis=axis)
+
+
+_unstack = primitive("unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(),
+                     multi=True, chapter=_C)
+_unstack.defvjp(_unstack_vjp)
+
+
+def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
+    """Split ``x`` along ``axis`` into a tuple of arrays with that axis removed.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.unstack(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+        (Tensor([1., 3.], dtype=float64, device=cpu), Tensor([2., 4.], dtype=float64, device=cpu))
+    """
+    return apply(_unstack, (x,), {"axis": axis})
+
+
+# ---------------------------------------------------------------- repetition
+def _repeat_vjp(xp: Any, g: Any, ans: Any, x: Any, repeats: Any, *, axis: int | None = None) -> Any:
+    shape = tuple(x.shape)
+    if not hasattr(repeats, "shape") or tuple(repeats.shape) == (1,):
+        # every element repeated r times: sum the r copies, which lie next to each other
+        if axis is None:
+            n, ax, shape_in = math.prod(shape), 0, (math.prod(shape),)
+        else:
+            ax = _ax(axis, len(shape))
+            n, shape_in = shape[ax], shape
+        r = g.shape[ax] // n if n else 0
+        gx = xp.sum(xp.reshape(g, shape_in[:ax] + (n, r) + shape_in[ax + 1:]), axis=ax + 1)
+        return gx if axis is not None else xp.reshape(gx, shape)
+    # one count per element: a segment sum over the source position of each output element
+    counts = repeats.data if isinstance(repeats, Tensor) else repeats
+    ids = source_index(g, shape, lambda bxp, pos: bxp.repeat(pos, counts, axis=axis))
+    return scatter_add(xp, g, ids, shape)
+
+
+_repeat = primitive("repeat", lambda xp, x, repeats, *, axis=None: xp.repeat(x, repeats, axis=axis),
+                    save=(1,), chapter=_C)
+_repeat.defvjp(_repeat_vjp, None)
+
+
+def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Array:
+    """Repeat each element ``repeats`` times (an int, or one count per element) along ``axis``.
+
+    With ``axis=None`` the array is flattened first.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.repeat(xg.asarray([1.0, 2.0]), 2)
+        Tensor([1., 1., 2., 2.], dtype=float64, device=cpu)
+        >>> xg.repeat(xg.asarray([1.0, 2.0]), xg.asarray([1, 3]), axis=0)
+        Tensor([1., 2., 2., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_repeat, (x, repeats), {"axis": axis})
+
+
+def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]) -> Any:
+    shape = tuple(x.shape)
+    d = max(len(shape), len(repetitions))
+    xs = (1,) * (d - len(shape)) + shape
+    rs = (1,) * (d - len(repetitions)) + tuple(repetitions)
+    # output axis i holds rs[i] copies of xs[i]: split it into (copy, element) and sum the copies
+    split = tuple(v for pair in zip(rs, xs) for v in pair)
+    total = xp.sum(xp.reshape(g, split), axis=tuple(range(0, 2 * d, 2)))
+    return xp.reshape(total, shape)
+
+
+_tile = primitive("tile", lambda xp, x, *, repetitions: xp.tile(x, repetitions), save=(), chapter=_C)
+_tile.defvjp(_tile_vjp)
+
+
+def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
+    """Repeat the whole array ``repetitions[i]`` times along each axis i.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.tile(xg.asarray([1.0, 2.0]), (2,))
+        Tensor([1., 2., 1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_tile, (x,), {"repetitions": tuple(repetitions)})
+
+
+# ---------------------------------------------------------------- devices
+def _to_device_vjp(xp: Any, g: Any, ans: Any, x: Any, *, device: Any, stream: Any = None,
+                   source: Any = None) -> Any:
+    # the gradient goes back to where the input lives
+    if is_xpgrad(xp):
+        return g.to_device(source)
+    return array_api_compat.to_device(g, source)
+
+
+_to_device = primitive(
+    "to_device",
+    lambda xp, x, *, device, stream=None, source=None: array_api_compat.to_device(x, device, stream=stream),
+    save=(), chapter="array_object",
+)
+_to_device.defvjp(_to_device_vjp)

@@ -1,0 +1,121 @@
+"""Set functions: ``isin`` and the ``unique_*`` family, declared non-differentiable.
+
+``isin`` and the indices and counts are integer or boolean. ``unique_values`` (and
+the ``values`` field of the others) is floating, but deduplication has no useful
+derivative: a gradient would have to pick one of the merged elements or spread
+over them, and PyTorch (``torch.unique``) and JAX (``jnp.unique``) give none
+either. So the outputs are constants; select with indices from
+``unique_inverse`` or ``unique_all`` (``take``) to differentiate through them.
+The ``unique_*`` results are named tuples with the standard's field names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ._common import Array, apply, primitive
+
+# the result types stay out of ``__all__``: the namespace holds exactly the standard's names
+__all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+_C = "set"
+
+
+class UniqueAllResult(NamedTuple):
+    """The result of :func:`unique_all`."""
+
+    values: Array
+    indices: Array
+    inverse_indices: Array
+    counts: Array
+
+
+class UniqueCountsResult(NamedTuple):
+    """The result of :func:`unique_counts`."""
+
+    values: Array
+    counts: Array
+
+
+class UniqueInverseResult(NamedTuple):
+    """The result of :func:`unique_inverse`."""
+
+    values: Array
+    inverse_indices: Array
+
+
+def _isin_fwd(xp: Any, x1: Any, x2: Any, *, invert: bool) -> Any:
+    return xp.isin(x1, x2, invert=invert)
+
+
+_isin = primitive("isin", _isin_fwd, nondiff=True, chapter=_C)
+_unique_all = primitive("unique_all", lambda xp, x: tuple(xp.unique_all(x)), nondiff=True, multi=True, chapter=_C)
+_unique_counts = primitive("unique_counts", lambda xp, x: tuple(xp.unique_counts(x)), nondiff=True, multi=True,
+                           chapter=_C)
+_unique_inverse = primitive("unique_inverse", lambda xp, x: tuple(xp.unique_inverse(x)), nondiff=True,
+                            multi=True, chapter=_C)
+# floating output, but no gradient: see the module docstring (as torch.unique and jnp.unique)
+_unique_values = primitive("unique_values", lambda xp, x: xp.unique_values(x), nondiff=True, chapter=_C)
+
+
+def isin(x1: Array | int, x2: Array | int, /, *, invert: bool = False) -> Array:
+    """Whether each element of ``x1`` occurs in ``x2`` (negated with ``invert``). Not differentiable.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.isin(xg.asarray([1, 2, 3]), xg.asarray([3, 1]))
+        Tensor([ True, False,  True], dtype=bool, device=cpu)
+    """
+    return apply(_isin, (x1, x2), {"invert": invert})
+
+
+def unique_all(x: Array, /) -> UniqueAllResult:
+    """Unique values of ``x`` with first indices, inverse indices and counts. Not differentiable.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> r = xg.unique_all(xg.asarray([2.0, 1.0, 2.0]))
+        >>> r.values
+        Tensor([1., 2.], dtype=float64, device=cpu)
+        >>> r.indices, r.counts
+        (Tensor([1, 0], dtype=int64, device=cpu), Tensor([1, 2], dtype=int64, device=cpu))
+    """
+    return UniqueAllResult(*apply(_unique_all, (x,), {}))
+
+
+def unique_counts(x: Array, /) -> UniqueCountsResult:
+    """Unique values of ``x`` and how often each occurs. Not differentiable.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.unique_counts(xg.asarray([2.0, 1.0, 2.0])).counts
+        Tensor([1, 2], dtype=int64, device=cpu)
+    """
+    return UniqueCountsResult(*apply(_unique_counts, (x,), {}))
+
+
+def unique_inverse(x: Array, /) -> UniqueInverseResult:
+    """Unique values of ``x`` and, per element, the index of its value. Not differentiable.
+
+    ``take(values, inverse_indices)`` rebuilds ``x`` (flattened where ``x`` is not 1-D).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.unique_inverse(xg.asarray([2.0, 1.0, 2.0])).inverse_indices
+        Tensor([1, 0, 1], dtype=int64, device=cpu)
+    """
+    return UniqueInverseResult(*apply(_unique_inverse, (x,), {}))
+
+
+def unique_values(x: Array, /) -> Array:
+    """Sorted unique values of ``x``.
+
+    Not differentiable, although floating (as ``torch.unique`` and ``jnp.unique``):
+    the output is a constant.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.unique_values(xg.asarray([2.0, 1.0, 2.0]))
+        Tensor([1., 2.], dtype=float64, device=cpu)
+    """
+    return apply(_unique_values, (x,), {})

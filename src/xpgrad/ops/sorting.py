@@ -1,0 +1,66 @@
+"""Sorting: ``sort`` (differentiable through its permutation) and ``argsort``.
+
+The forward of ``sort`` finds the permutation with a stable ``argsort`` and
+gathers with it; the VJP gathers the upstream gradient with the inverse
+permutation (``argsort`` of the permutation). A gather, not a scatter: it works
+on every backend, immutable ones included, and to any order, since the gather
+(``take_along_axis``) is itself differentiable. Tied elements get the gradient of
+the output position the stable order gives them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Array, apply, primitive
+from .indexing import _take_along_axis_fwd as _take_along
+
+__all__ = ["argsort", "sort"]
+
+_C = "sorting"
+
+
+def _sort_fwd(xp: Any, x: Any, *, axis: int, descending: bool) -> tuple[Any, Any]:
+    perm = xp.argsort(x, axis=axis, descending=descending, stable=True)
+    return _take_along(xp, x, perm, axis=axis), perm
+
+
+def _sort_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, descending: bool) -> Any:
+    if g[0] is None:
+        return None
+    return _take_along(xp, g[0], xp.argsort(ans[1], axis=axis), axis=axis)
+
+
+# outputs (sorted values, permutation); the permutation is what the VJP needs
+_sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C)
+_sort.defvjp(_sort_vjp)
+
+_argsort = primitive("argsort", lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, chapter=_C)
+
+
+def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
+    """Sorted copy of ``x`` along ``axis``.
+
+    Always sorts stably (a stable sort is also a valid unstable one), so that tied
+    elements, and their gradients, keep their relative order.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([3.0, 1.0, 2.0], requires_grad=True)
+        >>> y = xg.sort(x, descending=True)
+        >>> y.backward(gradient=xg.asarray([1.0, 10.0, 100.0]))
+        >>> x.grad
+        Tensor([  1., 100.,  10.], dtype=float64, device=cpu)
+    """
+    return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
+
+
+def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
+    """Indices that sort ``x`` along ``axis``. Not differentiable (integer output).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.argsort(xg.asarray([3.0, 1.0, 2.0]))
+        Tensor([1, 2, 0], dtype=int64, device=cpu)
+    """
+    return apply(_argsort, (x,), {"axis": axis, "descending": descending, "stable": stable})

@@ -1,0 +1,198 @@
+"""``Optimizer``: parameter groups, per-parameter state, ``zero_grad`` and ``state_dict``.
+
+A subclass implements ``_update(group, p, grad, state)``, called under
+``no_grad`` for each parameter with a gradient. Updates use Tensor in-place
+operators (``p -= lr * d``), which mutate the parameter's own backend array where
+the library allows it and rebind it functionally where it does not (JAX), and bump
+the version counter either way.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._dispatch import backend_namespace
+from .._exceptions import XpgradTypeError, XpgradValueError
+from ..autograd._grad_mode import no_grad
+from ..autograd._tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+class Optimizer:
+    """Base class of the optimizers.
+
+    Args:
+        params: an iterable of Parameters (Tensors with ``requires_grad``), or of
+            dicts ``{"params": [...], "lr": ...}`` (parameter groups with their own options).
+        defaults: the options a group takes when it does not set them.
+    """
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[int, dict[str, Any]] = {}  # keyed by id(param)
+        items = list(params) if not isinstance(params, Tensor) else [params]
+        if not items:
+            msg = f"{type(self).__name__}: got an empty parameter list"
+            raise XpgradValueError(msg)
+        groups: list[Any] = items if isinstance(items[0], Mapping) else [{"params": items}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: Mapping[str, Any]) -> None:
+        """Add a group of parameters with its own options (e.g. a smaller ``lr`` for a backbone)."""
+        name = type(self).__name__
+        if not isinstance(group, Mapping) or "params" not in group:
+            msg = f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r}"
+            raise XpgradTypeError(msg)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                msg = f"{name}: parameters must be Tensors, got {type(p).__name__}"
+                raise XpgradTypeError(msg)
+            if not p.is_leaf:
+                msg = f"{name}: can only optimize leaf tensors (Parameters), got a tensor with grad_fn"
+                raise XpgradValueError(msg)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params) or len({id(p) for p in params}) != len(params):
+            msg = f"{name}: a parameter appears in more than one group (or twice in one)"
+            raise XpgradValueError(msg)
+        unknown = set(group) - set(self.defaults) - {"params", "initial_lr", "max_lr", "min_lr", "base_momentum",
+                                                      "max_momentum"}
+        if unknown:
+            msg = f"{name}: unknown option(s) {sorted(unknown)} in a parameter group; known: {sorted(self.defaults)}"
+            raise XpgradValueError(msg)
+        full = dict(self.defaults)
+        full.update(group)
+        full["params"] = params
+        self._check_group(full)
+        self.param_groups.append(full)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        lr = group.get("lr")
+        if lr is not None and (not isinstance(lr, (int, float)) or lr < 0):
+            msg = f"{type(self).__name__}: lr must be a non-negative number, got {lr!r}"
+            raise XpgradValueError(msg)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter: to None (default) or to zeros."""
+        from ..nn.module import _zero_grad
+
+        for g in self.param_groups:
+            for p in g["params"]:
+                _zero_grad(p, set_to_none)
+
+    def step(self, closure: Any = None) -> Any:
+        """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first."""
+        loss = None
+        if closure is not None:
+            from ..autograd._grad_mode import enable_grad
+
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    if grad.requires_grad:
+                        grad = grad.detach()
+                    self._update(group, p, grad, self.state.setdefault(id(p), {}))
+        return loss
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
+        msg = f"{type(self).__name__}: an optimizer must define _update(group, param, grad, state)"
+        raise XpgradTypeError(msg)
+
+    @staticmethod
+    def _zeros_like(p: Tensor) -> Tensor:
+        return Tensor(backend_namespace(p.data).zeros_like(p.data))
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}`` (PyTorch's layout).
+
+        Parameters are numbered in group order; the state's tensors are shared, not copied.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index[k]: dict(v) for k, v in self.state.items() if k in index and v}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Load options and state saved by :meth:`state_dict` (state tensors move to their parameters).
+
+        Raises:
+            XpgradValueError: the groups or their sizes differ; nothing is changed.
+        """
+        from .._io import move_array
+
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+            msg = f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'"
+            raise XpgradValueError(msg)
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            msg = (f"{name}.load_state_dict: the state has {len(saved_groups)} parameter groups, "
+                   f"the optimizer {len(self.param_groups)}")
+            raise XpgradValueError(msg)
+        for i, (sg, g) in enumerate(zip(saved_groups, self.param_groups, strict=True)):
+            if len(sg["params"]) != len(g["params"]):
+                msg = (f"{name}.load_state_dict: group {i} has {len(sg['params'])} parameters in the state, "
+                       f"{len(g['params'])} in the optimizer")
+                raise XpgradValueError(msg)
+        id_map = {}
+        for sg, g in zip(saved_groups, self.param_groups, strict=True):
+            for k, p in zip(sg["params"], g["params"], strict=True):
+                id_map[int(k)] = p
+        new_state: dict[int, dict[str, Any]] = {}
+        for k, st in state_dict["state"].items():
+            p = id_map.get(int(k))
+            if p is None:
+                msg = f"{name}.load_state_dict: the state names parameter {k}, which no group holds"
+                raise XpgradValueError(msg)
+            entry = {}
+            for key, v in st.items():
+                if hasattr(v, "shape") and hasattr(v, "dtype"):
+                    import array_api_compat
+
+                    dt = p.data.dtype if _is_floating(v) else None
+                    v = Tensor(move_array(v, backend_namespace(p.data), array_api_compat.device(p.data), dt, copy=True))
+                elif isinstance(v, Tensor):
+                    v = v.detach()
+                entry[key] = v
+            new_state[id(p)] = entry
+        new_groups = []
+        for sg, g in zip(saved_groups, self.param_groups, strict=True):
+            ng = copy.deepcopy({k: v for k, v in sg.items() if k != "params"})
+            ng["params"] = g["params"]
+            new_groups.append(ng)
+        self.param_groups = new_groups
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines.extend(f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _is_floating(v: Any) -> bool:
+    from .._dtypes import is_float
+
+    return is_float((v.data if isinstance(v, Tensor) else v).dtype)

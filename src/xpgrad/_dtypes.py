@@ -204,8 +204,18 @@ def dtype_name(dt: Any) -> str:
 def _slow_name(dt: Any) -> str:
     # Unseen backend dtype: derive the name from its text ("torch.float32",
     # "dtype('float32')", "array_api_strict.float32") and check it round-trips.
-    text = str(getattr(dt, "name", None) or dt)
-    cand = text.rsplit(".", 1)[-1].strip("'\")").replace("dtype('", "")
+    cand = ""
+    try:  # NumPy-compatible dtypes and scalar types (NumPy, JAX, CuPy, Dask)
+        import numpy as np
+
+        nd = np.dtype(dt)
+        if nd.kind != "O":
+            cand = nd.name
+    except Exception:  # noqa: BLE001 - not NumPy-compatible: read the name from its text
+        pass
+    if not cand:
+        text = str(getattr(dt, "name", None) or dt)
+        cand = text.rsplit(".", 1)[-1].strip("'\")>").replace("dtype('", "")
     if cand == "bool_":
         cand = "bool"
     if cand in _KIND:

@@ -19,8 +19,7 @@ _C = "linear_algebra"
 
 
 # ---------------------------------------------------------------- matrix_transpose
-_matrix_transpose = primitive("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), save=(), view=True,
-                              chapter=_C)
+_matrix_transpose = primitive("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), save=(), view=True, chapter=_C)
 _matrix_transpose.defvjp(lambda xp, g, ans, x: xp.matrix_transpose(g))
 
 
@@ -113,7 +112,14 @@ def _tensordot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axes: Any 
     return _back_to(xp, r, [c2[c1.index(j)] for j in sorted(c1)] + free2)
 
 
-_tensordot = primitive("tensordot", lambda xp, x1, x2, *, axes=2: xp.tensordot(x1, x2, axes=axes), chapter=_C)
+def _tensordot_fwd(xp: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
+    if not isinstance(axes, int):  # non-negative: Dask miscomputes negative pairs
+        c1, c2 = _contracted(axes, x1.ndim, x2.ndim)
+        axes = (c1, c2)
+    return xp.tensordot(x1, x2, axes=axes)
+
+
+_tensordot = primitive("tensordot", _tensordot_fwd, chapter=_C)
 _tensordot.defvjp(_tensordot_vjp_x1, _tensordot_vjp_x2)
 
 
@@ -126,7 +132,10 @@ def tensordot(x1: Array, x2: Array, /, *, axes: int | tuple[Sequence[int], Seque
         Tensor([[11.]], dtype=float64, device=cpu)
     """
     if not isinstance(axes, int):
-        axes = (tuple(axes[0]), tuple(axes[1])) if not isinstance(axes[0], int) else (axes[0], axes[1])
+        axes = (
+            axes[0] if isinstance(axes[0], int) else tuple(axes[0]),
+            axes[1] if isinstance(axes[1], int) else tuple(axes[1]),
+        )
     return apply(_tensordot, (x1, x2), {"axes": axes})
 
 

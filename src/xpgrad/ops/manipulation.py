@@ -22,8 +22,21 @@ from ._common import Array, Tensor, apply, declare, is_xpgrad, primitive, zeros_
 from .indexing import scatter_add, source_index
 
 __all__ = [
-    "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip",
-    "moveaxis", "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
+    "broadcast_arrays",
+    "broadcast_shapes",
+    "broadcast_to",
+    "concat",
+    "expand_dims",
+    "flip",
+    "moveaxis",
+    "permute_dims",
+    "repeat",
+    "reshape",
+    "roll",
+    "squeeze",
+    "stack",
+    "tile",
+    "unstack",
 ]
 
 _C = "manipulation"
@@ -50,8 +63,9 @@ def _reshape_back(xp: Any, g: Any, ans: Any, x: Any, **kw: Any) -> Any:
 
 
 # ---------------------------------------------------------------- broadcasting
-_broadcast_to = primitive("broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape),
-                          save=(), view=True, chapter=_C)
+_broadcast_to = primitive(
+    "broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape), save=(), view=True, chapter=_C
+)
 _broadcast_to.defvjp(lambda xp, g, ans, x, **kw: g)  # the engine sums the broadcast axes
 
 
@@ -67,8 +81,9 @@ def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
     return apply(_broadcast_to, (x,), {"shape": tuple(shape)})
 
 
-_broadcast_arrays = primitive("broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)),
-                              save=(), multi=True, chapter=_C)
+_broadcast_arrays = primitive(
+    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, chapter=_C
+)
 _broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
 
 
@@ -138,8 +153,9 @@ def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) ->
     return apply(_reshape, (x,), {"shape": tuple(shape), "copy": copy})
 
 
-_expand_dims = primitive("expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis),
-                         save=(), view=True, chapter=_C)
+_expand_dims = primitive(
+    "expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), save=(), view=True, chapter=_C
+)
 _expand_dims.defvjp(_reshape_back)
 
 
@@ -154,8 +170,7 @@ def expand_dims(x: Array, /, axis: int) -> Array:
     return apply(_expand_dims, (x,), {"axis": axis})
 
 
-_squeeze = primitive("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), save=(), view=True,
-                     chapter=_C)
+_squeeze = primitive("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), save=(), view=True, chapter=_C)
 _squeeze.defvjp(_reshape_back)
 
 
@@ -179,8 +194,9 @@ def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-_permute_dims = primitive("permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes), save=(),
-                          view=True, chapter=_C)
+_permute_dims = primitive(
+    "permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes), save=(), view=True, chapter=_C
+)
 _permute_dims.defvjp(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)))
 
 
@@ -196,8 +212,13 @@ def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
     return apply(_permute_dims, (x,), {"axes": tuple(axes)})
 
 
-_moveaxis = primitive("moveaxis", lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
-                      save=(), view=True, chapter=_C)
+_moveaxis = primitive(
+    "moveaxis",
+    lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
+    save=(),
+    view=True,
+    chapter=_C,
+)
 _moveaxis.defvjp(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source))
 
 
@@ -231,8 +252,7 @@ def _neg_shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
     return -shift if isinstance(shift, int) else tuple(-s for s in shift)
 
 
-_roll = primitive("roll", lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis), save=(),
-                  chapter=_C)
+_roll = primitive("roll", lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis), save=(), chapter=_C)
 _roll.defvjp(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis))
 
 
@@ -259,7 +279,7 @@ def _along(ax: int, idx: Any) -> tuple[Any, ...]:
 def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 0) -> Any:
     if axis is None:  # the arrays were flattened
         start = sum(math.prod(x.shape) for x in xs[:i])
-        return xp.reshape(g[start:start + math.prod(xs[i].shape)], tuple(xs[i].shape))
+        return xp.reshape(g[start : start + math.prod(xs[i].shape)], tuple(xs[i].shape))
     ax = _ax(axis, g.ndim)
     start = sum(x.shape[ax] for x in xs[:i])
     return g[_along(ax, slice(start, start + xs[i].shape[ax]))]
@@ -305,8 +325,9 @@ def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
     return xp.stack(gs, axis=axis)
 
 
-_unstack = primitive("unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(),
-                     multi=True, chapter=_C)
+_unstack = primitive(
+    "unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(), multi=True, chapter=_C
+)
 _unstack.defvjp(_unstack_vjp)
 
 
@@ -332,16 +353,21 @@ def _repeat_vjp(xp: Any, g: Any, ans: Any, x: Any, repeats: Any, *, axis: int | 
             ax = _ax(axis, len(shape))
             n, shape_in = shape[ax], shape
         r = g.shape[ax] // n if n else 0
-        gx = xp.sum(xp.reshape(g, shape_in[:ax] + (n, r) + shape_in[ax + 1:]), axis=ax + 1)
+        gx = xp.sum(xp.reshape(g, (*shape_in[:ax], n, r, *shape_in[ax + 1 :])), axis=ax + 1)
         return gx if axis is not None else xp.reshape(gx, shape)
     # one count per element: a segment sum over the source position of each output element
     counts = repeats.data if isinstance(repeats, Tensor) else repeats
-    ids = source_index(g, shape, lambda bxp, pos: bxp.repeat(pos, counts, axis=axis))
+    ids = source_index(g, shape, lambda bxp, pos: _repeat_fwd(bxp, pos, counts, axis=axis))
     return scatter_add(xp, g, ids, shape)
 
 
-_repeat = primitive("repeat", lambda xp, x, repeats, *, axis=None: xp.repeat(x, repeats, axis=axis),
-                    save=(1,), chapter=_C)
+def _repeat_fwd(xp: Any, x: Any, repeats: Any, *, axis: int | None = None) -> Any:
+    if axis is None:  # flatten here: Dask's repeat needs an integer axis
+        x, axis = xp.reshape(x, (-1,)), 0
+    return xp.repeat(x, repeats, axis=axis)
+
+
+_repeat = primitive("repeat", _repeat_fwd, save=(1,), chapter=_C)
 _repeat.defvjp(_repeat_vjp, None)
 
 
@@ -366,7 +392,7 @@ def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]
     xs = (1,) * (d - len(shape)) + shape
     rs = (1,) * (d - len(repetitions)) + tuple(repetitions)
     # output axis i holds rs[i] copies of xs[i]: split it into (copy, element) and sum the copies
-    split = tuple(v for pair in zip(rs, xs) for v in pair)
+    split = tuple(v for pair in zip(rs, xs, strict=True) for v in pair)
     total = xp.sum(xp.reshape(g, split), axis=tuple(range(0, 2 * d, 2)))
     return xp.reshape(total, shape)
 
@@ -387,8 +413,7 @@ def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
 
 
 # ---------------------------------------------------------------- devices
-def _to_device_vjp(xp: Any, g: Any, ans: Any, x: Any, *, device: Any, stream: Any = None,
-                   source: Any = None) -> Any:
+def _to_device_vjp(xp: Any, g: Any, ans: Any, x: Any, *, device: Any, stream: Any = None, source: Any = None) -> Any:
     # the gradient goes back to where the input lives
     if is_xpgrad(xp):
         return g.to_device(source)
@@ -398,6 +423,7 @@ def _to_device_vjp(xp: Any, g: Any, ans: Any, x: Any, *, device: Any, stream: An
 _to_device = primitive(
     "to_device",
     lambda xp, x, *, device, stream=None, source=None: array_api_compat.to_device(x, device, stream=stream),
-    save=(), chapter="array_object",
+    save=(),
+    chapter="array_object",
 )
 _to_device.defvjp(_to_device_vjp)

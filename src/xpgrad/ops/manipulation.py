@@ -47,12 +47,6 @@ def _ax(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
-def _axes(axis: int | Sequence[int], ndim: int) -> tuple[int, ...]:
-    if isinstance(axis, int):
-        return (_ax(axis, ndim),)
-    return tuple(_ax(a, ndim) for a in axis)
-
-
 def _outputs(g: Any) -> tuple[Any, ...]:
     """The upstream gradients of a multi-output primitive (one output: not a tuple)."""
     return g if type(g) is tuple else (g,)

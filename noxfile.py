@@ -48,9 +48,11 @@ IMPORT = {
     "dask": "dask.array",
     "cupy": "cupy",
 }
-# one pytest worker per core (pytest-xdist; `-- -n 0` turns it off); 'no tests
-# collected' (pytest exit 5) fails the session like any other nonzero exit
-PYTEST = ["pytest", "-p", "no:cacheprovider", "-n", "auto"]
+# one pytest worker per core (pytest-xdist; `-- -n 0` turns it off), idle workers
+# steal queued tests (a few slow tests would otherwise leave one core idle at the end);
+# the 20 slowest tests are listed in every run. 'No tests collected' (pytest exit 5)
+# fails the session like any other nonzero exit.
+PYTEST = ["pytest", "-p", "no:cacheprovider", "-n", "auto", "--dist", "worksteal", "--durations=20"]
 # the lint extra pins ruff and mypy; the sessions read the pins from pyproject.toml
 LINT_TOOLS = nox.project.load_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]["lint"]
 

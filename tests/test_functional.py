@@ -39,7 +39,7 @@ def test_value_and_grad_argnums_and_aux(backend: Any) -> None:
     assert type(aux["w"]) is type(w)
     np.testing.assert_allclose(backend.to_numpy(gw), [18.0, 64.0])
     np.testing.assert_allclose(backend.to_numpy(gx), [6.0, 32.0])
-    g, aux2 = xg.grad(with_aux, has_aux=True)(w, x, y)
+    g, _aux = xg.grad(with_aux, has_aux=True)(w, x, y)
     np.testing.assert_allclose(backend.to_numpy(g), [18.0, 64.0])
 
 

@@ -61,9 +61,9 @@ from .ops.sorting import *  # noqa: F403
 from .ops.statistical import *  # noqa: F403
 from .ops.utility import *  # noqa: F403
 
-from . import autograd, random, testing  # noqa: E402, I001  (after the ops they use)
-from . import nn, optim  # noqa: E402, I001  (after the namespace they are built on)
-from ._io import load, save  # noqa: E402
+from . import autograd, random, testing
+from . import nn, optim
+from ._io import load, save
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis
 

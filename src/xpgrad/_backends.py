@@ -54,7 +54,7 @@ def load_namespace(name: str) -> ModuleType:
         BackendNotInstalledError: the library is not installed (names the extra).
     """
     key = _canonical(name)
-    module, dist, extra = LIBRARIES[key]
+    module, _dist, extra = LIBRARIES[key]
     try:
         return importlib.import_module(module)
     except ImportError as e:

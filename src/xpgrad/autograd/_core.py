@@ -71,8 +71,23 @@ class Primitive:
         array([12.])
     """
 
-    __slots__ = ("chapter", "fwd", "jvp", "multi", "name", "nondiff", "save", "save_ans",
-                 "view", "vjp_rest", "vjps", "zero_grad", "const", "check_dtype", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "chapter",
+        "check_dtype",
+        "const",
+        "fwd",
+        "jvp",
+        "multi",
+        "name",
+        "nondiff",
+        "save",
+        "save_ans",
+        "view",
+        "vjp_rest",
+        "vjps",
+        "zero_grad",
+    )
 
     def __init__(
         self,
@@ -161,8 +176,21 @@ class Node:
     ``.grad``) or the Node that produced argument i (output ``pidx[i]``).
     """
 
-    __slots__ = ("ans", "checks", "freed", "hooks", "kw", "meta", "n_out", "parents",
-                 "pidx", "prim", "saved", "xp", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "ans",
+        "checks",
+        "freed",
+        "hooks",
+        "kw",
+        "meta",
+        "n_out",
+        "parents",
+        "pidx",
+        "prim",
+        "saved",
+        "xp",
+    )
 
     def __init__(self) -> None:
         self.hooks: dict[int, list[Callable[..., Any]]] | None = None
@@ -215,7 +243,7 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         xp = backend_namespace(*datas, func=prim.name)
     try:
         out = prim.fwd(xp, *datas, **kw)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, datas, e)
     if not rg or prim.const or not GRAD_ENABLED.get():
         if prim.multi:

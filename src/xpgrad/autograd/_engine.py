@@ -26,7 +26,6 @@ from .._exceptions import (
     XpgradValueError,
 )
 from ._core import ArgMeta, Node
-from ._grad_mode import GRAD_ENABLED
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]

@@ -83,7 +83,7 @@ class Tensor:
         Tensor([2., 4.], dtype=float64, device=cpu)
     """
 
-    __slots__ = ("_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad", "__weakref__")
+    __slots__ = ("__weakref__", "_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
 
@@ -140,7 +140,7 @@ class Tensor:
         return math.prod(s)  # type: ignore[arg-type]
 
     @property
-    def T(self) -> Tensor:  # noqa: N802 - the standard's name
+    def T(self) -> Tensor:
         """Transpose of a 2-D tensor."""
         if self.ndim != 2:
             msg = f"Tensor.T: only defined for 2-D tensors, got {self.ndim}-D; use mT or permute_dims"
@@ -148,7 +148,7 @@ class Tensor:
         return _op("permute_dims", self, axes=(1, 0))
 
     @property
-    def mT(self) -> Tensor:  # noqa: N802 - the standard's name
+    def mT(self) -> Tensor:
         """Transpose of the last two axes."""
         return _op("matrix_transpose", self)
 

@@ -89,7 +89,19 @@ class DType:
 
 
 DTYPES: dict[str, DType] = {n: DType(n) for n in DTYPE_NAMES}
-globals().update(DTYPES)
+bool = DTYPES["bool"]  # noqa: A001 - the standard dtype name
+int8 = DTYPES["int8"]
+int16 = DTYPES["int16"]
+int32 = DTYPES["int32"]
+int64 = DTYPES["int64"]
+uint8 = DTYPES["uint8"]
+uint16 = DTYPES["uint16"]
+uint32 = DTYPES["uint32"]
+uint64 = DTYPES["uint64"]
+float32 = DTYPES["float32"]
+float64 = DTYPES["float64"]
+complex64 = DTYPES["complex64"]
+complex128 = DTYPES["complex128"]
 
 # type of a backend dtype object -> {dtype object -> name}, filled per namespace on first
 # sight. Keyed by type first: array-api-strict dtypes hash like NumPy's and warn when

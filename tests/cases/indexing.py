@@ -115,11 +115,8 @@ def _int_key(params: dict[str, Any], i: Any) -> tuple[Any, ...]:
     return (*params["pre"], i, *params["post"])
 
 
-def _int_shapes(min_dims: int, max_dims: int) -> Any:
-    def draw_shapes(draw: Any) -> list[tuple[int, ...]]:
-        return [_x_shape(draw), draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=4))]
-
-    return draw_shapes
+def _int_shapes(draw: Any) -> list[tuple[int, ...]]:
+    return [_x_shape(draw), draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=4))]
 
 
 def _int_params(slices: bool) -> Any:
@@ -200,7 +197,7 @@ def _set_basic_case(name: str, neg: bool, **kw: Any) -> OpCase:
 def _set_int_shapes(draw: Any) -> list[Any]:
     """x, the value, the index array; ints before the index array's axis, full slices after."""
     xs = _x_shape(draw)
-    ishape = draw(hnp.array_shapes(min_dims=1, max_dims=1, min_side=1, max_side=4))
+    ishape = draw(hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4))
     pos = draw(st.integers(0, len(xs) - 1))
     p = {"pre": tuple(draw(st.integers(-n, n - 1)) for n in xs[:pos]),
          "post": (slice(None),) * (len(xs) - pos - 1), "n": xs[pos]}
@@ -218,14 +215,10 @@ CASES = [
     _basic_case("getitem_basic", neg=False),
     _basic_case("getitem_negative_step", neg=True, xfail={"torch": _NO_TORCH_NEG},
                 torch_skip="PyTorch slices refuse negative steps"),
-    OpCase("getitem_int_array", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(0, 1),
+    OpCase("getitem_int_array", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes,
            params=_int_params(slices=False), int_range=_int_range, prepare=_with_repeat(1), complex=True,
            torch_fn=lambda t, x, i, **p: x[_int_key(p, i)], covers=("getitem",)),
-    OpCase("getitem_int_array_2d", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(2, 2),
-           params=_int_params(slices=False), int_range=_int_range, prepare=_with_repeat(1),
-           torch_fn=lambda t, x, i, **p: x[_int_key(p, i)], covers=("getitem",),
-           xfail={"dask": "Dask indexes with integer arrays of at most one dimension"}),
-    OpCase("getitem_int_array_slices", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(1, 1),
+    OpCase("getitem_int_array_slices", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes,
            params=_int_params(slices=True), int_range=_int_range, prepare=_with_repeat(1), covers=("getitem",),
            torch_skip="PyTorch places the axes of an int and an array separated by a slice unlike NumPy",
            xfail={"array_api_strict": "array-api-strict allows integer arrays only together with integers"}),

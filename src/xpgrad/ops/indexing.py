@@ -150,8 +150,6 @@ def _set(xp: Any, x: Any, key: Any, value: Any, copy: bool | None) -> Any:
     try:
         return xpx.at(x, key).set(value, copy=copy, xp=xp)
     except (ValueError, IndexError, TypeError, NotImplementedError):
-        if math.prod(tuple(_get(xp, x, key).shape)) == 0:  # Dask refuses empty selections
-            return xp.asarray(x, copy=True) if copy else x
         fixed = _positive_steps(key, tuple(x.shape))
         if fixed is None:
             raise

@@ -20,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[^\s`]*)[^\n]*$")
-_IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+# a backend a page needs: imported, or named as a string (`default_device("torch")`)
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)|[\"']([a-z_]+)[\"']", re.MULTILINE)
 _OPTIONAL = {"torch", "jax", "dask", "cupy", "array_api_strict", "scipy"}
 # the same warning filters as pyproject.toml's [tool.pytest.ini_options]; later -W wins
 _WARNINGS = ["-W", "error", "-W", "ignore:'mkldnn' is no longer used:UserWarning"]
@@ -81,9 +82,8 @@ def test_doc_examples_run(path: Path, tmp_path: Path) -> None:
     script, n = python_blocks(path.read_text(encoding="utf-8"))
     if n == 0:
         pytest.skip(f"{path.name} has no python blocks")
-    missing = sorted(
-        name for name in set(_IMPORT.findall(script)) & _OPTIONAL if importlib.util.find_spec(name) is None
-    )
+    named = {name for pair in _IMPORT.findall(script) for name in pair}
+    missing = sorted(name for name in named & _OPTIONAL if importlib.util.find_spec(name) is None)
     if missing:
         pytest.skip(f"{path.name} needs {', '.join(missing)}, which is not installed")
     rel = path.relative_to(ROOT).as_posix()

@@ -6,7 +6,8 @@ boolean masks. Keys cover every axis or use ``...``, as the standard requires
 (array-api-strict refuses flat indexing). Where a backend's own indexing cannot
 run the key, the case is an xfail naming the limitation; xpgrad's own fallbacks
 for those (negative steps on PyTorch, integer-array assignment on
-array-api-strict) are checked in tests/test_indexing.py.
+array-api-strict and Dask, ``take_along_axis`` on Dask) are checked in
+tests/test_indexing.py.
 """
 
 from __future__ import annotations
@@ -115,8 +116,11 @@ def _int_key(params: dict[str, Any], i: Any) -> tuple[Any, ...]:
     return (*params["pre"], i, *params["post"])
 
 
-def _int_shapes(draw: Any) -> list[tuple[int, ...]]:
-    return [_x_shape(draw), draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=4))]
+def _int_shapes(min_dims: int, max_dims: int) -> Any:
+    def draw_shapes(draw: Any) -> list[tuple[int, ...]]:
+        return [_x_shape(draw), draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=4))]
+
+    return draw_shapes
 
 
 def _int_params(slices: bool) -> Any:
@@ -215,10 +219,14 @@ CASES = [
     _basic_case("getitem_basic", neg=False),
     _basic_case("getitem_negative_step", neg=True, xfail={"torch": _NO_TORCH_NEG},
                 torch_skip="PyTorch slices refuse negative steps"),
-    OpCase("getitem_int_array", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes,
+    OpCase("getitem_int_array", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(0, 1),
            params=_int_params(slices=False), int_range=_int_range, prepare=_with_repeat(1), complex=True,
            torch_fn=lambda t, x, i, **p: x[_int_key(p, i)], covers=("getitem",)),
-    OpCase("getitem_int_array_slices", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes,
+    OpCase("getitem_int_array_2d", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(2, 2),
+           params=_int_params(slices=False), int_range=_int_range, prepare=_with_repeat(1),
+           torch_fn=lambda t, x, i, **p: x[_int_key(p, i)], covers=("getitem",),
+           xfail={"dask": "Dask indexes with integer arrays of at most one dimension"}),
+    OpCase("getitem_int_array_slices", _getitem_int, nargs=2, dtypes=["float", "int"], shapes=_int_shapes(1, 1),
            params=_int_params(slices=True), int_range=_int_range, prepare=_with_repeat(1), covers=("getitem",),
            torch_skip="PyTorch places the axes of an int and an array separated by a slice unlike NumPy",
            xfail={"array_api_strict": "array-api-strict allows integer arrays only together with integers"}),
@@ -230,14 +238,18 @@ CASES = [
            complex=True, torch_fn=lambda t, x, m: x[m], covers=("getitem",), xfail={"dask": _DASK_NAN}),
     # ------------------------------------------------------------ setitem
     _set_basic_case("setitem_basic", neg=False),
-    _set_basic_case("setitem_negative_step", neg=True, xfail={"torch": _NO_TORCH_NEG},
+    _set_basic_case("setitem_negative_step", neg=True,
+                    xfail={"torch": _NO_TORCH_NEG, "dask": "Dask's own assignment through negative-step slices "
+                                                          "fails (IndexError), so the backend's forward cannot run"},
                     torch_skip="PyTorch slices refuse negative steps"),
     OpCase("setitem_int_array", lambda xp, x, v, i, **p: _assign(x, _int_key(p, i), v), nargs=3,
            dtypes=["float", "float", "int"], shapes=_set_int_shapes, params=_carried,
            int_range=_int_range, prepare=_with_repeat(2), complex=True, covers=("setitem",),
            torch_skip="with repeated indices PyTorch gives every written value a gradient, "
                       "not only the last write (the one that reaches the output)",
-           xfail={"array_api_strict": _NO_STRICT_FANCY_SET}),
+           xfail={"array_api_strict": _NO_STRICT_FANCY_SET,
+                  "dask": "Dask's own assignment through an integer Dask array fails, so the backend's "
+                          "forward cannot run"}),
     OpCase("setitem_bool_mask", lambda xp, x, v, m: _assign(x, m, v), nargs=3, dtypes=["float", "float", "bool"],
            shapes=_set_mask_shapes, complex=True, torch_fn=lambda t, x, v, m: _torch_assign(t, x, m, v),
            covers=("setitem",),
@@ -256,7 +268,9 @@ CASES = [
     OpCase("take_along_axis", lambda xp, x, i, axis: xp.take_along_axis(x, i, axis=axis), nargs=2,
            dtypes=["float", "int"], shapes=lambda draw: _along_shapes(draw), params=_carried,
            int_range=lambda s, p: (0, s[0][p["axis"]] - 1), prepare=_with_repeat(1), complex=True,
-           torch_fn=lambda t, x, i, axis: t.take_along_dim(x, i, dim=axis)),
+           torch_fn=lambda t, x, i, axis: t.take_along_dim(x, i, dim=axis),
+           xfail={"dask": "array_api_compat's Dask namespace has no take_along_axis, so the backend's "
+                          "forward cannot run (xpgrad's flat-take fallback is tested in tests/test_indexing.py)"}),
 ]
 
 

@@ -147,6 +147,8 @@ def _drop_none(xp: Any, key: Any, value: Any, ndim: int) -> tuple[Any, Any]:
 def _set(xp: Any, x: Any, key: Any, value: Any, copy: bool | None) -> Any:
     """``x`` with ``x[key] = value`` for keys without repeated elements (basic or boolean)."""
     key, value = _drop_none(xp, key, value, x.ndim)
+    if math.prod(tuple(_get(xp, x, key).shape)) == 0:  # Dask refuses empty selections
+        return xp.asarray(x, copy=True) if copy else x
     try:
         return xpx.at(x, key).set(value, copy=copy, xp=xp)
     except (ValueError, IndexError, TypeError, NotImplementedError):

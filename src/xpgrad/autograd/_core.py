@@ -77,7 +77,8 @@ class Primitive:
         "check_dtype",
         "const",
         "fwd",
-        "jvp",
+        "jvp_rest",
+        "jvps",
         "multi",
         "name",
         "nondiff",
@@ -116,7 +117,8 @@ class Primitive:
         self.chapter = chapter
         self.vjps: tuple[Rule | None, ...] = ()
         self.vjp_rest: Rule | None = None
-        self.jvp: Rule | None = None
+        self.jvps: tuple[Rule | None, ...] = ()
+        self.jvp_rest: Rule | None = None
 
     def defvjp(self, *rules: Rule | None, rest: Rule | None = None) -> None:
         """Register one VJP rule per positional argument (None: not differentiable there).
@@ -126,9 +128,26 @@ class Primitive:
         self.vjps = rules
         self.vjp_rest = rest
 
-    def defjvp(self, rule: Rule) -> None:
-        """Register the forward-mode rule ``jvp(xp, tangents, ans, *args, **kw)``."""
-        self.jvp = rule
+    def defjvp(self, *rules: Rule | None, rest: Rule | None = None) -> None:
+        """Register one forward-mode (JVP) rule per positional argument.
+
+        ``rule_i(xp, t, ans, *args, **kw)`` returns the output's tangent caused by the
+        tangent ``t`` of argument ``i`` (the output's shape and dtype; a tuple for
+        ``multi`` primitives, None entries being zero); the contributions of several
+        arguments are summed. Unlike VJP rules, JVP rules see every argument's value.
+        None: not differentiable there. ``rest(xp, t, ans, i, *args, **kw)`` covers
+        variadic arguments beyond ``rules``.
+        """
+        self.jvps = rules
+        self.jvp_rest = rest
+
+    def jvp_rule(self, i: int) -> Rule | None:
+        if i < len(self.jvps):
+            return self.jvps[i]
+        rest = self.jvp_rest
+        if rest is None:
+            return None
+        return lambda xp, t, ans, *args, **kw: rest(xp, t, ans, i, *args, **kw)
 
     def vjp_rule(self, i: int) -> Rule | None:
         if i < len(self.vjps):

@@ -30,6 +30,21 @@ settings.register_profile(
 settings.register_profile("debug", settings.get_profile("ci"), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Under the ci and debug profiles, the gradient sweep of tests/test_rules.py draws the
+# profile's examples on NumPy (the reference backend) and fewer on the others, where an
+# example mostly re-checks the same rule through a slower namespace (JAX dispatches each
+# op in tens of microseconds, Dask builds a graph): this keeps CI near 20 minutes on
+# 2 cores. The thorough profile draws its full count on every backend.
+_CI_SHARE = {"numpy": 1.0, "array_api_strict": 0.5, "torch": 0.5, "cupy": 0.5, "jax": 0.25, "dask": 0.25}
+
+
+def examples_for(backend: str) -> int:
+    """How many hypothesis examples a per-backend sweep draws on ``backend``."""
+    n = settings.default.max_examples
+    if os.environ.get("HYPOTHESIS_PROFILE", "ci") not in ("ci", "debug"):
+        return n
+    return max(1, round(n * _CI_SHARE.get(backend, 0.5)))
+
 
 @dataclass(frozen=True)
 class Backend:

@@ -1,25 +1,28 @@
-"""Every differentiable function, on every backend: values, gradients, second order,
-torch agreement, dtype preservation, no mutation; plus the completeness check."""
+"""Every differentiable function, on every backend: values, gradients (reverse and
+forward mode), second order, torch agreement (``torch.func.vjp`` and ``torch.func.jvp``),
+dtype preservation, no mutation; plus the completeness checks."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import xpgrad as xg
-from xpgrad._spec import CHAPTERS
+from xpgrad._spec import CHAPTERS, FFT
 from xpgrad.autograd._core import COMPOSITES, DECLARED, PRIMITIVES
 from xpgrad.testing import check_grads
 
 from . import cases as _cases_pkg
 from ._cases import OpCase
+from .conftest import examples_for
 
 ALL_CASES: list[OpCase] = []
 for _m in pkgutil.iter_modules(_cases_pkg.__path__):
@@ -67,9 +70,18 @@ def _xfail(case: OpCase, backend: Any) -> None:
 
 
 @pytest.mark.parametrize(("case", "complex_"), _params(ALL_CASES))
-@given(data=st.data())
-def test_gradient(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
+def test_gradient(case: OpCase, complex_: bool, backend: Any) -> None:
     _xfail(case, backend)
+
+    @settings(max_examples=examples_for(backend.name))
+    @given(data=st.data())
+    def run(data: Any) -> None:
+        _check_case(case, complex_, backend, data)
+
+    run()
+
+
+def _check_case(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     arrays, params = _draw_inputs(case, data, complex_)
     xs = [backend.asarray(a) for a in arrays]
     before = [a.copy() for a in arrays]
@@ -83,7 +95,7 @@ def test_gradient(case: OpCase, complex_: bool, backend: Any, data: Any) -> None
         want = backend.to_numpy(case.fn(backend.xp, *xs, **params))
         got = backend.to_numpy(f(*[xg.asarray(x) for x in xs]))
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"{case.name}: forward")
-    check_grads(f, *xs, order=2 if case.order2 else 1, argnums=float_idx, rtol=case.rtol)
+    check_grads(f, *xs, order=2 if case.order2 else 1, argnums=float_idx, rtol=case.rtol, modes=("rev", "fwd"))
     for a, b, x in zip(before, arrays, xs):
         np.testing.assert_array_equal(backend.to_numpy(x), a, err_msg=f"{case.name}: input mutated")
         np.testing.assert_array_equal(b, a)
@@ -145,6 +157,48 @@ def test_against_torch(case: OpCase, complex_: bool, np_backend: Any, data: Any)
                                    err_msg=f"{case.name}: gradient {k} differs from torch.func.vjp")
 
 
+@pytest.mark.parametrize(("case", "complex_"), _params([c for c in ALL_CASES if c.torch_fn is not None]))
+@given(data=st.data())
+def test_against_torch_jvp(case: OpCase, complex_: bool, np_backend: Any, data: Any) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.func import jvp as torch_jvp
+
+    arrays, params = _draw_inputs(case, data, complex_)
+    float_idx = [i for i, k in enumerate(case.kinds()) if k == "float"]
+    rng = np.random.default_rng(1)
+    vs = []
+    for i in float_idx:
+        v = rng.standard_normal(np.shape(arrays[i]))
+        if np.iscomplexobj(arrays[i]):
+            v = v + 1j * rng.standard_normal(np.shape(arrays[i]))
+        vs.append(np.asarray(v, dtype=arrays[i].dtype))
+
+    def ours_f(*fl: Any) -> Any:
+        a = list(arrays)
+        for i, t in zip(float_idx, fl):
+            a[i] = t
+        return case.fn(xg.array_namespace(*a), *a, **params)
+
+    out, ours = xg.jvp(ours_f, tuple(arrays[i] for i in float_idx), tuple(vs))
+    targs = [torch.asarray(a.copy()) for a in arrays]
+
+    def tf(*fl: Any) -> Any:
+        a = list(targs)
+        for i, t in zip(float_idx, fl):
+            a[i] = t
+        return case.torch_fn(torch, *a, **params)
+
+    with warnings.catch_warnings():  # torch's own: its forward AD scripts a helper on first use, and
+        # some of its complex JVPs (vector_norm) cast internally
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="Casting complex values to real", category=UserWarning)
+        tout, theirs = torch_jvp(tf, tuple(targs[i] for i in float_idx), tuple(torch.asarray(v) for v in vs))
+    np.testing.assert_allclose(tout.detach().numpy(), np.asarray(out), rtol=1e-10, atol=1e-12,
+                               err_msg=f"{case.name}: forward differs from torch")
+    np.testing.assert_allclose(np.asarray(ours), theirs.resolve_conj().resolve_neg().numpy(), rtol=1e-9, atol=1e-11,
+                               err_msg=f"{case.name}: tangent differs from torch.func.jvp")
+
+
 def _status(name: str) -> str:
     p = PRIMITIVES.get(name)
     if p is not None:
@@ -160,6 +214,11 @@ def _status(name: str) -> str:
 def test_every_function_is_differentiable_or_declared(chapter: str) -> None:
     missing = [n for n in CHAPTERS[chapter] if _status(n) == "missing" or not hasattr(xg, n)]
     assert not missing, f"{chapter}: no rule, composite or declaration for {missing}"
+
+
+def test_every_fft_function_is_differentiable_or_declared() -> None:
+    missing = [n for n in FFT if _status(n) == "missing" or not hasattr(xg.fft, n)]
+    assert not missing, f"fft: no rule, composite or declaration for {missing}"
 
 
 def test_every_rule_has_a_case() -> None:

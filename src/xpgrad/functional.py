@@ -1,10 +1,18 @@
-"""Function transforms on raw arrays: ``grad`` and ``value_and_grad``.
+"""Function transforms on raw arrays: ``grad``, ``value_and_grad``, ``vjp``, ``jvp``,
+``jacobian`` (``jacrev``/``jacfwd``), ``hessian``, ``hvp``, ``linearize`` and
+``stop_gradient`` (``custom_vjp``/``custom_jvp`` live in :mod:`xpgrad._custom`).
 
 They take and return the caller's own arrays (NumPy in, NumPy out): array
-arguments are wrapped as Tensors for the duration of the call, and only those in
-``argnums`` require grad. Calls nest (``grad(grad(f))``): an inner transform that
-runs inside an outer one records its backward pass so the outer can differentiate
-it. Arguments may be arrays or (nested) lists, tuples and dicts of arrays.
+arguments are wrapped as Tensors for the duration of the call. Calls nest to any
+order (``grad(grad(f))``, ``jacfwd(jacrev(f))``, ``jvp`` of ``grad``, ``grad`` of
+``jvp``): an inner transform that runs inside an outer one keeps its results on
+the tape (and their forward tangents), so the outer one can differentiate them.
+Arguments may be arrays or (nested) lists, tuples and dicts of arrays.
+
+Reverse mode (``grad``, ``vjp``, ``jacrev``) runs the tape's backward pass;
+forward mode (``jvp``, ``jacfwd``) opens a forward level (see
+:mod:`xpgrad.autograd._core`) and reads the outputs' tangents; ``hessian`` is
+forward over reverse.
 """
 
 from __future__ import annotations
@@ -15,18 +23,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._exceptions import XpgradTypeError, XpgradValueError
-from .autograd._core import apply, primitive
+from .autograd._core import FWD_LEVELS, apply, forward_level, primitive
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED
 from .autograd._tensor import Tensor, _wrap
 
-__all__ = ["grad", "value_and_grad"]
+__all__ = [
+    "grad", "hessian", "hvp", "jacfwd", "jacobian", "jacrev", "jvp", "linearize", "stop_gradient", "value_and_grad",
+    "vjp",
+]
 
 # how many transforms are running around this call (>0: record backward passes)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("xpgrad_transform_depth", default=0)
 
 _identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal")
 _identity.defvjp(lambda xp, g, ans, x: g)
+_identity.defjvp(lambda xp, t, ans, x: t)
+
+# the identity with zero derivative: neither recorded nor given a tangent
+_stop = primitive("stop_gradient", lambda xp, x: x, zero_grad=True, view=True, chapter="internal")
 
 _SCALARS = (int, float, complex)
 
@@ -60,8 +75,9 @@ def _diff_input(x: Any, func: str, argnum: int) -> Tensor:
     """A Tensor that requires grad, standing for argument ``x`` of the transform."""
     if isinstance(x, Tensor):
         if x.requires_grad and GRAD_ENABLED.get():
-            return apply(_identity, (x,), {})  # stays connected to the outer graph
+            return apply(_identity, (x,), {})  # stays connected to the outer graph (and its tangents)
         t = _wrap(x.data, None, 0, x._version)
+        t._fw = x._fw  # forward tangents of an outer jvp ride along (fwd-over-rev)
     elif _is_array(x):
         t = Tensor(x)
     elif isinstance(x, _SCALARS) and not isinstance(x, bool):
@@ -84,6 +100,11 @@ def _diff_input(x: Any, func: str, argnum: int) -> Tensor:
         raise XpgradTypeError(msg)
     t.requires_grad = True
     return t
+
+
+def _record_backward(depth: int) -> bool:
+    """Whether a backward pass must be recorded: an outer transform may differentiate it."""
+    return depth > 0 and (GRAD_ENABLED.get() or bool(FWD_LEVELS.get()))
 
 
 def _like(orig: Any, g: Tensor, depth: int) -> Any:
@@ -144,7 +165,7 @@ def value_and_grad(
     """
     func = getattr(f, "__name__", "f")
     single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)  # type: ignore[arg-type]
+    nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -161,7 +182,7 @@ def value_and_grad(
         wrapped = list(args)
         diff_leaves: list[list[Tensor]] = []
         for n in idx:
-            tree = _tree_map(lambda x, n=n: _diff_input(x, name, n), args[n])
+            tree = _tree_map(functools.partial(_diff_input, func=name, argnum=n), args[n])
             wrapped[n] = tree
             diff_leaves.append(_leaves(tree))
         for k, a in enumerate(args):
@@ -180,7 +201,7 @@ def value_and_grad(
                 raise XpgradTypeError(msg)
             out, aux = out
         value = _check_output(out, name)
-        create_graph = depth > 0 and GRAD_ENABLED.get()
+        create_graph = _record_backward(depth)
         flat = [t for leaves in diff_leaves for t in leaves]
         if value is not None and value.requires_grad:
             seed = _seed(value, None, name)
@@ -235,3 +256,593 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
         return vg(*args, **kwargs)[1]
 
     return wrapper
+
+
+# ---------------------------------------------------------------------- pytrees
+def _tree_map2(fn: Callable[[Any, Any], Any], a: Any, b: Any, func: str, what: str) -> Any:
+    """Map over two trees of the same structure (lists/tuples/dicts), naming ``what`` on mismatch."""
+    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+        if not isinstance(b, (list, tuple)) or len(a) != len(b):
+            msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
+            raise XpgradValueError(msg)
+        return type(a)(_tree_map2(fn, x, y, func, what) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or set(a) != set(b):
+            msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
+            raise XpgradValueError(msg)
+        return {k: _tree_map2(fn, a[k], b[k], func, what) for k in a}
+    if isinstance(b, (list, tuple, dict)) and not hasattr(b, "_fields"):
+        msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
+        raise XpgradValueError(msg)
+    return fn(a, b)
+
+
+# the pytree helpers, for xpgrad._custom
+def leaves_of(tree: Any) -> list[Any]:
+    return _leaves(tree)
+
+
+def unflatten(tree: Any, leaves: Sequence[Any]) -> Any:
+    return _unflatten(tree, leaves)
+
+
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    return _tree_map(fn, tree)
+
+
+def map2(fn: Callable[[Any, Any], Any], a: Any, b: Any, func: str, what: str) -> Any:
+    return _tree_map2(fn, a, b, func, what)
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, (list, tuple)):
+        return f"{type(x).__name__} of {len(x)}"
+    if isinstance(x, dict):
+        return f"dict with keys {sorted(map(str, x))}"
+    shape = getattr(x, "shape", None)
+    return f"{type(x).__name__}{'' if shape is None else f' of shape {tuple(shape)}'}"
+
+
+def _unflatten(tree: Any, leaves: Sequence[Any]) -> Any:
+    it = iter(leaves)
+    return _tree_map(lambda _: next(it), tree)
+
+
+def _bxp(x: Any) -> Any:
+    from ._dispatch import backend_namespace
+
+    return backend_namespace(x.data if isinstance(x, Tensor) else x)
+
+
+def _ns(x: Any) -> Any:
+    """The namespace to compute with on ``x``: xpgrad for Tensors, the backend for raw arrays."""
+    if isinstance(x, Tensor):
+        import xpgrad
+
+        return xpgrad
+    return _bxp(x)
+
+
+def _zeros_for(x: Any, as_tensor: bool) -> Any:
+    data = x.data if isinstance(x, Tensor) else x
+    z = _bxp(data).zeros_like(data)
+    return _wrap(z) if as_tensor else z
+
+
+def _is_float_dtype(dt: Any) -> bool:
+    from ._dtypes import is_float
+
+    return is_float(dt)
+
+
+# ---------------------------------------------------------------------- stop_gradient
+def stop_gradient(x: Any) -> Any:
+    """``x`` as a constant: no gradient flows back through it, and its tangent is zero.
+
+    Works on Tensors, raw arrays (returned as they are) and lists/tuples/dicts of them.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.grad(lambda x: xg.sum(x * xg.stop_gradient(x)))(np.array([3.0]))
+        array([3.])
+        >>> xg.jvp(lambda x: x * xg.stop_gradient(x), (np.array([3.0]),), (np.array([1.0]),))[1]
+        array([3.])
+    """
+    return _tree_map(lambda a: apply(_stop, (a,), {}) if isinstance(a, Tensor) else a, x)
+
+
+# ---------------------------------------------------------------------- vjp
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """Evaluate ``f(*primals)`` and return ``(out, vjp_fn)``; ``vjp_fn(cotangents)`` pulls back.
+
+    ``vjp_fn`` takes output cotangents with the structure, shapes and dtypes of
+    ``out`` (the "output gradients" of manual-gradient frameworks) and returns a tuple
+    with one input cotangent per primal. It may be called many times. Complex
+    numbers follow PyTorch's convention (``g * conj(f'(z))``).
+
+    Args:
+        f: a function of arrays returning an array or a list/tuple/dict of arrays.
+        primals: the arguments (arrays, or lists/tuples/dicts of arrays).
+        has_aux: ``f`` returns ``(out, aux)``; the result is then ``(out, vjp_fn, aux)``.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> out, pull = xg.vjp(lambda x, y: x * y, np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+        >>> out
+        array([3., 8.])
+        >>> pull(np.array([1.0, 10.0]))
+        (array([ 3., 40.]), array([ 1., 20.]))
+    """
+    func = "vjp"
+    depth = _DEPTH.get()
+    raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in _leaves(primals))
+    wrapped = [_tree_map(functools.partial(_diff_input, func=func, argnum=k), p) for k, p in enumerate(primals)]
+    flat = _leaves(wrapped)
+    token = _DEPTH.set(depth + 1)
+    gtoken = GRAD_ENABLED.set(True)
+    try:
+        out = f(*wrapped)
+    finally:
+        GRAD_ENABLED.reset(gtoken)
+        _DEPTH.reset(token)
+    if has_aux:
+        out, aux = _split_aux(out, func, f)
+    outs = [_output_tensor(o, func) for o in _leaves(out)]
+
+    def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
+        cts = _leaves(_tree_map2(lambda o, c: c, out, cotangents, func, "the cotangents and the outputs"))
+        live, seeds = [], []
+        tensor_ct = False
+        for o, c in zip(outs, cts):
+            if isinstance(c, Tensor):
+                tensor_ct = True
+            seed = _seed(o, c, func)  # checks shape, dtype and device
+            if o.requires_grad:
+                live.append(o)
+                seeds.append(seed)
+        create_graph = _record_backward(max(depth, _DEPTH.get(), int(tensor_ct)))
+        res: list[Any] = [None] * len(flat)
+        if live:
+            res = _engine_call(live, seeds, True, create_graph, flat, func)
+        as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0
+        grads = [_zeros_for(t, as_tensor) if g is None else _as(g, as_tensor) for t, g in zip(flat, res)]
+        return tuple(_unflatten(primals, grads)[k] for k in range(len(primals)))
+
+    out_ret = _tree_map(_unwrap, out) if raw_in else out
+    if has_aux:
+        return out_ret, vjp_fn, (_tree_map(_unwrap, aux) if raw_in else aux)
+    return out_ret, vjp_fn
+
+
+def _as(g: Any, as_tensor: bool) -> Any:
+    if as_tensor:
+        return g if isinstance(g, Tensor) else _wrap(g)
+    return g.data if isinstance(g, Tensor) else g
+
+
+def _split_aux(out: Any, func: str, f: Callable[..., Any]) -> tuple[Any, Any]:
+    if not (isinstance(out, tuple) and len(out) == 2):
+        name = getattr(f, "__name__", "f")
+        msg = f"{func}: has_aux=True requires {name} to return an (output, aux) pair, got {_describe(out)}"
+        raise XpgradTypeError(msg)
+    return out
+
+
+def _output_tensor(o: Any, func: str) -> Tensor:
+    if isinstance(o, Tensor):
+        return o
+    if _is_array(o):
+        return Tensor(o)
+    msg = f"{func}: the function must return arrays (or lists/tuples/dicts of arrays), got {type(o).__name__}"
+    raise XpgradTypeError(msg)
+
+
+# ---------------------------------------------------------------------- jvp
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> Any:
+    """Evaluate ``f(*primals)`` and its directional derivative along ``tangents``, in forward mode.
+
+    Returns ``(out, tangent_out)`` with the structure of ``f``'s output. Each tangent
+    has its primal's structure, shape and dtype. Complex inputs follow the plain
+    (holomorphic) derivative: ``tangent_out = f'(z) * t``.
+
+    Args:
+        f: a function of arrays returning an array or a list/tuple/dict of arrays.
+        primals: a tuple (or list) of arguments.
+        tangents: a tuple (or list) with one tangent per primal.
+        has_aux: ``f`` returns ``(out, aux)``; the result is ``(out, tangent_out, aux)``.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> y, dy = xg.jvp(lambda x: x * x, (np.array([1.0, 3.0]),), (np.array([1.0, 0.5]),))
+        >>> y, dy
+        (array([1., 9.]), array([2., 3.]))
+    """
+    func = "jvp"
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        msg = (
+            f"{func}: primals and tangents must be tuples (or lists) with one entry per argument, "
+            f"got {type(primals).__name__} and {type(tangents).__name__}"
+        )
+        raise XpgradTypeError(msg)
+    if len(primals) != len(tangents):
+        msg = f"{func}: got {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal"
+        raise XpgradValueError(msg)
+    depth = _DEPTH.get()
+    leaves = _leaves(list(primals)) + _leaves(list(tangents))
+    raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in leaves)
+    with forward_level() as level:
+        wrapped = [
+            _tree_map2(functools.partial(_dual, level=level, func=func, k=k), p, t, func, f"primal {k} and its tangent")
+            for k, (p, t) in enumerate(zip(primals, tangents))
+        ]
+        token = _DEPTH.set(depth + 1)
+        try:
+            out = f(*wrapped)
+        finally:
+            _DEPTH.reset(token)
+        if has_aux:
+            out, aux = _split_aux(out, func, f)
+        pairs = _tree_map(lambda o: _split_tangent(o, level, func, raw_in), out)
+    primal_out = _tree_map(lambda p: p[0], pairs)
+    tangent_out = _tree_map(lambda p: p[1], pairs)
+    if has_aux:
+        return primal_out, tangent_out, (_tree_map(_unwrap, aux) if raw_in else aux)
+    return primal_out, tangent_out
+
+
+class _Pair(tuple):  # type: ignore[type-arg]
+    """(primal, tangent) of one output leaf; a tuple subclass the tree helpers treat as a leaf."""
+
+    _fields = ("primal", "tangent")
+
+
+def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
+    """The Tensor standing for primal ``x`` with tangent ``v`` at ``level``."""
+    if isinstance(x, Tensor):
+        if x.requires_grad and GRAD_ENABLED.get():
+            t = apply(_identity, (x,), {})  # stays on the tape (grad of jvp)
+        else:
+            t = _wrap(x.data, None, 0, x._version)
+            t._fw = x._fw
+    elif _is_array(x):
+        t = Tensor(x)
+    elif isinstance(x, _SCALARS) and not isinstance(x, bool):
+        from .ops.creation import asarray
+
+        t = asarray(float(x) if not isinstance(x, complex) else x)
+    else:
+        msg = f"{func}: primal {k} must be an array (or a list/tuple/dict of arrays), got {type(x).__name__}"
+        raise XpgradTypeError(msg)
+    data = t.data
+    if not _is_float_dtype(data.dtype):
+        from ._dtypes import dtype_name
+
+        msg = (
+            f"{func}: primal {k} has dtype {dtype_name(data.dtype)}; only floating-point and complex "
+            "primals have tangents (close over integer arguments instead)"
+        )
+        raise XpgradTypeError(msg)
+    if isinstance(v, Tensor):
+        vd = v.data
+        tv: Any = v if (v.requires_grad or v._fw) else vd
+    elif _is_array(v):
+        vd = tv = v
+    elif isinstance(v, _SCALARS) and not isinstance(v, bool):
+        vd = tv = _bxp(data).asarray(v, dtype=data.dtype, device=t.device)
+    else:
+        msg = f"{func}: tangent {k} must be an array like its primal, got {type(v).__name__}"
+        raise XpgradTypeError(msg)
+    if tuple(vd.shape) != tuple(data.shape):
+        msg = f"{func}: tangent {k} has shape {tuple(vd.shape)}, but its primal has shape {tuple(data.shape)}"
+        raise XpgradValueError(msg)
+    if vd.dtype != data.dtype:
+        from ._dtypes import dtype_name
+
+        msg = (
+            f"{func}: tangent {k} has dtype {dtype_name(vd.dtype)}, but its primal has dtype "
+            f"{dtype_name(data.dtype)}; they must be equal"
+        )
+        raise XpgradTypeError(msg)
+    from ._dispatch import check_devices
+
+    check_devices(vd, data, func=func)
+    t._fw = {level: tv} if not t._fw else {**t._fw, level: tv}
+    return t
+
+
+def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> _Pair:
+    """An output leaf's (primal without the level's tangent, tangent at the level)."""
+    if isinstance(o, Tensor):
+        fw = o._fw
+        tan = fw.get(level) if fw else None
+        if fw and level in fw:
+            rest = {k: v for k, v in fw.items() if k != level}
+            p = _wrap(o.data, o._node, o._oidx, o._version)
+            p.requires_grad = o.requires_grad
+            p._fw = rest or None
+        else:
+            p = o
+    elif _is_array(o) or isinstance(o, _SCALARS):
+        p, tan = o, None
+    else:
+        msg = f"{func}: the function must return arrays (or lists/tuples/dicts of arrays), got {type(o).__name__}"
+        raise XpgradTypeError(msg)
+    if tan is None:
+        tan = _zeros_for(p, False) if hasattr(p, "shape") else type(p)(0)
+    if raw_in:
+        return _Pair((_unwrap(p), _unwrap(tan)))
+    return _Pair((p, tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan)))
+
+
+def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP of ``f`` at ``primals``.
+
+    Unlike JAX, ``f_jvp`` re-runs ``f`` in forward mode for each call (nothing is
+    stored).
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> y, f_jvp = xg.linearize(lambda x: x ** 3, np.array([2.0]))
+        >>> y, f_jvp(np.array([1.0]))
+        (array([8.]), array([12.]))
+    """
+    out = jvp(f, primals, tuple(_tree_map(_zeros_like_any, p) for p in primals))[0]
+
+    def f_jvp(*tangents: Any) -> Any:
+        return jvp(f, primals, tangents)[1]
+
+    return out, f_jvp
+
+
+def _zeros_like_any(x: Any) -> Any:
+    if isinstance(x, Tensor) or _is_array(x):
+        return _zeros_for(x, isinstance(x, Tensor))
+    return 0.0
+
+
+# ---------------------------------------------------------------------- jacobians
+def jacobian(
+    f: Callable[..., Any],
+    argnums: int | Sequence[int] = 0,
+    mode: str = "rev",
+    has_aux: bool = False,
+    holomorphic: bool = False,
+) -> Callable[..., Any]:
+    """Make a function returning the Jacobian of ``f`` with respect to ``args[argnums]``.
+
+    For an output of shape ``S`` and an argument of shape ``T`` the Jacobian has shape
+    ``S + T`` (as in JAX); for pytrees it is nested: output structure, then (a tuple
+    over ``argnums`` when a sequence, then) argument structure.
+
+    Args:
+        f: a function of arrays returning an array or a list/tuple/dict of arrays.
+        argnums: an int, or a sequence of ints.
+        mode: ``"rev"`` (one VJP per output element; best for few outputs) or
+            ``"fwd"`` (one JVP per input element; best for few inputs).
+        has_aux: ``f`` returns ``(out, aux)``; the result is ``(jacobian, aux)``.
+        holomorphic: ``f`` is complex-differentiable; allows complex inputs in
+            ``"fwd"`` mode and complex outputs in ``"rev"`` mode, and gives the plain
+            derivative ``df/dz`` in both (as in JAX).
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> f = lambda x: x[:2] * x[1:]
+        >>> xg.jacobian(f)(np.array([1.0, 2.0, 3.0]))
+        array([[2., 1., 0.],
+               [0., 3., 2.]])
+        >>> xg.jacfwd(f)(np.array([1.0, 2.0, 3.0]))
+        array([[2., 1., 0.],
+               [0., 3., 2.]])
+    """
+    if mode not in ("rev", "fwd"):
+        msg = f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}"
+        raise XpgradValueError(msg)
+    single = isinstance(argnums, int)
+    nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    name = "jacrev" if mode == "rev" else "jacfwd"
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for n in nums:
+            if not isinstance(n, int) or not -len(args) <= n < len(args):
+                msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments"
+                raise XpgradValueError(msg)
+        idx = [n % len(args) for n in nums]
+
+        def g(*diff: Any) -> Any:
+            full = list(args)
+            for i, d in zip(idx, diff):
+                full[i] = d
+            return f(*full, **kwargs)
+
+        diff_args = [args[i] for i in idx]
+        if mode == "rev":
+            jac, aux = _jacrev(g, diff_args, has_aux, holomorphic, name)
+        else:
+            jac, aux = _jacfwd(g, diff_args, has_aux, holomorphic, name)
+        # jac: out leaves x input leaves; rebuild the nested structure
+        out_tree, in_trees = jac.pop("trees")
+        blocks = jac["blocks"]
+        rows = []
+        for oi in range(len(blocks)):
+            row = list(blocks[oi])
+            per_arg = []
+            for tree in in_trees:
+                n = len(_leaves(tree))
+                per_arg.append(_unflatten(tree, row[:n]))
+                row = row[n:]
+            rows.append(per_arg[0] if single else tuple(per_arg))
+        result = _unflatten(out_tree, rows)
+        return (result, aux) if has_aux else result
+
+    return wrapper
+
+
+def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """``jacobian(f, argnums, mode="rev")``: one VJP per output element.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.jacrev(lambda x: xg.sin(x))(np.array([0.0, 0.0]))
+        array([[1., 0.],
+               [0., 1.]])
+    """
+    return jacobian(f, argnums, mode="rev", has_aux=has_aux, holomorphic=holomorphic)
+
+
+def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """``jacobian(f, argnums, mode="fwd")``: one JVP per input element.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.jacfwd(lambda x: xg.sum(x * x))(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    return jacobian(f, argnums, mode="fwd", has_aux=has_aux, holomorphic=holomorphic)
+
+
+def _basis(like: Any, k: int, scale: Any = 1) -> Any:
+    """The ``k``-th one-hot array shaped like ``like`` (raw, or a constant Tensor for Tensors)."""
+    data = like.data if isinstance(like, Tensor) else like
+    bxp = _bxp(data)
+    import array_api_compat
+
+    pos = bxp.reshape(bxp.arange(_size(data), device=array_api_compat.device(data)), tuple(data.shape))
+    e = bxp.astype(pos == k, data.dtype)
+    if scale != 1:
+        e = e * scale
+    return _wrap(e) if isinstance(like, Tensor) else e
+
+
+def _size(x: Any) -> int:
+    n = 1
+    for s in x.shape:
+        n *= int(s)
+    return n
+
+
+def _assemble(pieces: list[Any], lead: tuple[int, ...], trail: tuple[int, ...], stack_last: bool) -> Any:
+    """Stack per-element rows (``lead`` elements of shape ``trail``) into ``lead + trail``.
+
+    ``stack_last``: the pieces are columns (shape ``trail``) indexed by the *last* shape.
+    """
+    if not pieces:  # a zero-size output or input
+        return None
+    ns = _ns(pieces[0])
+    st = ns.stack(pieces, axis=-1 if stack_last else 0)
+    return ns.reshape(st, (*trail, *lead) if stack_last else (*lead, *trail))
+
+
+def _empty_block(o: Any, x: Any) -> Any:
+    """A zero-size Jacobian block of shape ``o.shape + x.shape``."""
+    od = o.data if isinstance(o, Tensor) else o
+    xd = x.data if isinstance(x, Tensor) else x
+    bxp = _bxp(xd)
+    import array_api_compat
+
+    z = bxp.zeros((*od.shape, *xd.shape), dtype=xd.dtype, device=array_api_compat.device(xd))
+    return _wrap(z) if isinstance(o, Tensor) or isinstance(x, Tensor) else z
+
+
+def _check_complex(leaves: list[Any], holomorphic: bool, name: str, what: str) -> None:
+    from .ops._common import is_complex
+
+    if not holomorphic and any(hasattr(a, "dtype") and is_complex(a) for a in leaves):
+        msg = (
+            f"{name}: complex {what} need holomorphic=True (the Jacobian of a non-holomorphic function "
+            "is not a complex matrix); split real and imaginary parts otherwise"
+        )
+        raise XpgradTypeError(msg)
+
+
+def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool,
+            name: str) -> tuple[dict[str, Any], Any]:
+    res = vjp(g, *diff_args, has_aux=has_aux)
+    out, pull = res[0], res[1]
+    aux = res[2] if has_aux else None
+    out_leaves = _leaves(out)
+    _check_complex(out_leaves, holomorphic, name, "outputs")
+    in_leaves = _leaves(diff_args)
+    blocks = []
+    for oi, o in enumerate(out_leaves):
+        rows: list[list[Any]] = [[] for _ in in_leaves]
+        for k in range(_size(o)):
+            cts = [_basis(o2, k) if j == oi else _zeros_for(o2, isinstance(o2, Tensor))
+                   for j, o2 in enumerate(out_leaves)]
+            gs = _leaves(pull(_unflatten(out, cts)))
+            for r, gk in zip(rows, gs):
+                r.append(_ns(gk).conj(gk) if holomorphic else gk)
+        blocks.append([
+            _assemble(r, tuple(o.shape), tuple(x.shape), False) if r else _empty_block(o, x)
+            for r, x in zip(rows, in_leaves)
+        ])
+    return {"blocks": blocks, "trees": (out, diff_args)}, aux
+
+
+def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool,
+            name: str) -> tuple[dict[str, Any], Any]:
+    in_leaves = _leaves(diff_args)
+    _check_complex(in_leaves, holomorphic, name, "inputs")
+    zeros = [_zeros_like_any(x) for x in in_leaves]
+    out: Any = None
+    aux: Any = None
+    cols: list[list[list[Any]]] = []  # [input leaf][element] -> output tangent leaves
+    for xi, x in enumerate(in_leaves):
+        per: list[list[Any]] = []
+        for k in range(_size(x)):
+            tans = [_basis(x, k) if j == xi else z for j, z in enumerate(zeros)]
+            res = jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, tans)), has_aux=has_aux)
+            out = res[0]
+            if has_aux:
+                aux = res[2]
+            per.append(_leaves(res[1]))
+        cols.append(per)
+    if out is None:  # every input is empty: evaluate once for the output's structure
+        res = jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, zeros)), has_aux=has_aux)
+        out = res[0]
+        aux = res[2] if has_aux else None
+    out_leaves = _leaves(out)
+    blocks = []
+    for oi, o in enumerate(out_leaves):
+        row = []
+        for xi, x in enumerate(in_leaves):
+            pieces = [c[oi] for c in cols[xi]]
+            row.append(_assemble(pieces, tuple(x.shape), tuple(o.shape), True) if pieces else _empty_block(o, x))
+        blocks.append(row)
+    return {"blocks": blocks, "trees": (out, diff_args)}, aux
+
+
+def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable[..., Any]:
+    """Make a function returning the Hessian of scalar-valued ``f``: forward over reverse,
+    ``jacfwd(jacrev(f))``.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.hessian(lambda x: xg.sum(x ** 3))(np.array([1.0, 2.0]))
+        array([[ 6.,  0.],
+               [ 0., 12.]])
+    """
+    inner = jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic)
+    return jacfwd(inner, argnums, has_aux=has_aux, holomorphic=holomorphic)
+
+
+def hvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """The Hessian of scalar-valued ``f`` at ``primals`` times ``tangents`` (forward over reverse).
+
+    ``jvp(grad(f, argnums), primals, tangents)[1]``: one forward pass through the
+    backward pass, never forming the Hessian. With one primal the result has its
+    structure; with several, a tuple with one entry per primal.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.hvp(lambda x: xg.sum(x ** 3), (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))
+        array([ 6., 12.])
+    """
+    if not isinstance(primals, (tuple, list)):
+        msg = f"hvp: primals must be a tuple (or list) of arguments, got {type(primals).__name__}"
+        raise XpgradTypeError(msg)
+    argnums: int | tuple[int, ...] = 0 if len(primals) == 1 else tuple(range(len(primals)))
+    return jvp(grad(f, argnums), primals, tangents)[1]

@@ -1,7 +1,7 @@
 """Gradient checking against float64 central differences, in the manner of HIPS
-autograd's ``check_grads``: the VJP along a random cotangent is compared with a
-finite-difference directional derivative along a random direction, recursively
-for higher orders."""
+autograd's ``check_grads``: the VJP along a random cotangent (reverse mode) and the
+JVP along a random direction (forward mode) are compared with a finite-difference
+directional derivative, recursively for higher orders."""
 
 from __future__ import annotations
 
@@ -61,12 +61,16 @@ def check_grads(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     seed: int = 0,
+    modes: Sequence[str] = ("rev",),
 ) -> None:
-    """Check the reverse-mode gradients of ``f`` at ``args`` against central differences.
+    """Check the derivatives of ``f`` at ``args`` against central differences.
 
     ``f`` takes arrays and returns one array (any shape). Inputs are promoted to
-    float64 (complex128) for the check. With ``order=2`` the VJP itself is checked
-    the same way, which exercises every rule's second derivative.
+    float64 (complex128) for the check. ``modes`` picks what is checked: ``"rev"``
+    the VJP (reverse mode), ``"fwd"`` the JVP (forward mode). With ``order=2`` the
+    VJP (JVP) itself is checked the same way, in the same mode, which exercises every
+    rule's second derivative. A primitive without a rule for a mode fails loudly
+    (:class:`~xpgrad.NonDifferentiableError`), it is never skipped.
 
     Raises:
         AssertionError: a gradient disagrees; the message names the argument and order.
@@ -74,10 +78,14 @@ def check_grads(
     Examples:
         >>> import numpy as np, xpgrad as xg
         >>> from xpgrad.testing import check_grads
-        >>> check_grads(lambda x: xg.sin(x) * x, np.array([0.3, 1.2]), order=2)
+        >>> check_grads(lambda x: xg.sin(x) * x, np.array([0.3, 1.2]), order=2, modes=("rev", "fwd"))
     """
     if order < 1:
         msg = f"check_grads: order must be >= 1, got {order}"
+        raise XpgradValueError(msg)
+    bad = [m for m in modes if m not in ("rev", "fwd")]
+    if bad or not modes:
+        msg = f"check_grads: modes must be a non-empty sequence of 'rev' and 'fwd', got {tuple(modes)!r}"
         raise XpgradValueError(msg)
     import numpy as np
 
@@ -87,8 +95,50 @@ def check_grads(
     nums = list(argnums) if argnums is not None else [
         i for i, a in enumerate(raw) if hasattr(a, "dtype") and is_float(a.dtype)
     ]
-    rng = np.random.default_rng(seed)
-    _check(f, raw, nums, order, eps, rtol, atol, rng, xp)
+    if "rev" in modes:
+        _check(f, raw, nums, order, eps, rtol, atol, np.random.default_rng(seed), xp)
+    if "fwd" in modes:
+        _check_fwd(f, raw, nums, order, eps, rtol, atol, np.random.default_rng(seed), xp)
+
+
+def _check_fwd(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, eps: float,
+               rtol: float, atol: float, rng: Any, xp: Any) -> None:
+    """Forward mode: ``<u, jvp(f, x, v)>`` against the central difference of ``<u, f(x + eps v)>``."""
+    from .functional import jvp
+
+    out = _raw(f(*raw))
+    u = _rand_like(xp, out, rng)
+    vs = [_rand_like(xp, raw[i], rng) for i in nums]
+
+    def tangent(*a: Any) -> Any:
+        def g(*diff: Any) -> Any:
+            full = list(a)
+            for i, d in zip(nums, diff):
+                full[i] = d
+            return f(*full)
+
+        tv = [v if not isinstance(a[i], Tensor) else Tensor(v) for i, v in zip(nums, vs)]
+        return jvp(g, tuple(a[i] for i in nums), tuple(tv))[1]
+
+    t = _raw(tangent(*raw))
+    analytic = float(_inner(xp, t, u))
+
+    def shifted(sign: float) -> float:
+        a = list(raw)
+        for i, v in zip(nums, vs):
+            a[i] = raw[i] + sign * eps * v
+        return float(_inner(xp, _raw(f(*a)), u))
+
+    numeric = (shifted(1.0) - shifted(-1.0)) / (2 * eps)
+    scale = max(abs(numeric), abs(analytic), 1.0)
+    if abs(numeric - analytic) > atol + rtol * scale:
+        msg = (
+            f"check_grads: order-{order} forward-mode (JVP) mismatch for argnums {nums}: analytic "
+            f"directional derivative {analytic!r}, central difference {numeric!r}"
+        )
+        raise AssertionError(msg)
+    if order > 1:
+        _check_fwd(tangent, raw, nums, order - 1, eps, rtol, atol, rng, xp)
 
 
 def _check(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, eps: float,

@@ -6,20 +6,38 @@ positional argument. :func:`apply` is the per-op hot path: unwrap Tensors, resol
 the backend namespace (cached by types), run the forward on raw arrays, and when
 any input requires grad in grad mode, record a :class:`Node` that keeps only what
 the rules declared they need.
+
+Forward mode lives here too. Each ``jvp`` opens a *level* (an ever-increasing
+int, kept in the context-local tuple :data:`FWD_LEVELS`); a Tensor carries its
+tangents in ``_fw``, a dict level -> tangent. When an input carries a tangent of an
+active level, :func:`apply` adds the output's tangent for that level: the sum of
+the primitive's JVP rules over the inputs that carry one. Levels are processed
+from the outermost in; the rules of level ``L`` run with only the levels outside
+``L`` active, so a level-``L`` tangent carries only outer tangents (no
+perturbation confusion). A tangent is a raw backend array, computed with the
+backend namespace, unless something outside must differentiate it (an outer
+level, or reverse-mode recording): then the rules run with ``xp`` = ``xpgrad`` on
+Tensors. With no ``jvp`` running, the cost on the hot path is one int test.
 """
 
 from __future__ import annotations
 
+import contextvars
+import itertools
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._dispatch import _CACHE, backend_namespace, check_devices
+from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
 from .._dtypes import is_float
 from .._exceptions import NonDifferentiableError
 from ._grad_mode import GRAD_ENABLED
 
-__all__ = ["COMPOSITES", "DECLARED", "PRIMITIVES", "Node", "Primitive", "apply", "composite", "declare", "primitive"]
+__all__ = [
+    "COMPOSITES", "DECLARED", "FWD_LEVELS", "PRIMITIVES", "Node", "Primitive", "apply", "composite", "declare",
+    "primitive",
+]
 
 Rule = Callable[..., Any]
 
@@ -30,6 +48,37 @@ COMPOSITES: dict[str, str] = {}
 #: namespace functions that return no differentiable output and need no primitive
 #: (queries, creation from shapes): name -> reason
 DECLARED: dict[str, str] = {}
+
+
+#: the active forward-mode levels of this context, outermost first (empty: no jvp running)
+FWD_LEVELS: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("xpgrad_fwd_levels", default=())
+#: how many forward levels are open in the whole process: the hot path's one test
+_fwd_open = 0
+_fwd_lock = threading.Lock()
+_fwd_ids = itertools.count(1)
+
+
+class forward_level:  # noqa: N801 - used like a function: ``with forward_level() as L``
+    """Open a new forward-mode level for a block; ``with`` yields its id.
+
+    Ids never repeat, so tangents left on Tensors by a finished ``jvp`` are inert.
+    """
+
+    __slots__ = ("level", "token")
+
+    def __enter__(self) -> int:
+        global _fwd_open
+        self.level = next(_fwd_ids)
+        self.token = FWD_LEVELS.set((*FWD_LEVELS.get(), self.level))
+        with _fwd_lock:
+            _fwd_open += 1
+        return self.level
+
+    def __exit__(self, *exc: object) -> None:
+        global _fwd_open
+        FWD_LEVELS.reset(self.token)
+        with _fwd_lock:
+            _fwd_open -= 1
 
 
 def composite(name: str, of: str) -> None:
@@ -200,6 +249,7 @@ class Node:
         "ans",
         "checks",
         "freed",
+        "fw",
         "hooks",
         "kw",
         "meta",
@@ -211,9 +261,24 @@ class Node:
         "xp",
     )
 
+    prim: Primitive
+    xp: ModuleType
+    kw: dict[str, Any]
+    parents: list[Any]  # per argument: None, a leaf Tensor or the producing Node
+    pidx: list[int]
+    meta: list[Any]  # per argument: (shape, dtype); None for a non-array (its parent is None)
+    saved: list[Any] | None
+    checks: list[tuple[int, list[int], int]] | None  # (position, version box, version at record)
+    ans: Any
+    n_out: int
+    freed: bool
+
     def __init__(self) -> None:
         self.hooks: dict[int, list[Callable[..., Any]]] | None = None
         self.freed = False
+        # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
+        # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
+        self.fw: tuple[list[Any], Any] | None = None
 
     def name(self) -> str:
         return self.prim.name
@@ -225,12 +290,18 @@ class Node:
         self.saved = None
         self.ans = None
         self.checks = None
+        self.fw = None
         self.freed = True
 
 
-def _fail_forward(prim: Primitive, datas: list[Any], err: Exception) -> None:
+def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Exception) -> None:
     """Turn a backend error in a forward into a clear one where we can say more."""
     check_devices(*datas, func=prim.name)  # raises DeviceMismatchError when that is the cause
+    check_known_shapes(prim.name, [getattr(d, "shape", ()) for d in datas], err)  # Dask's NaN sizes
+    if kw.get("device") is not None:  # e.g. float64 to array-api-strict's no_float64 device
+        from .._policy import check_device_has_dtypes
+
+        check_device_has_dtypes(prim.name, kw["device"], datas, err)
     raise err
 
 
@@ -263,7 +334,9 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     try:
         out = prim.fwd(xp, *datas, **kw)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
-        _fail_forward(prim, datas, e)
+        _fail_forward(prim, datas, kw, e)
+    if _fwd_open and not prim.const and FWD_LEVELS.get():
+        return _forward(prim, xp, args, datas, kw, out, rg)
     if not rg or prim.const or not GRAD_ENABLED.get():
         if prim.multi:
             return tuple(_wrap(o) for o in out)
@@ -337,4 +410,138 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[
         node.checks.append((-1, t._version, t._version[0]))
     else:
         node.ans = None
+    return t
+
+
+# ---------------------------------------------------------------------- forward mode
+def _finish(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
+            kw: dict[str, Any], out: Any, rg: bool) -> Any:
+    """What :func:`apply` returns without forward mode: wrapped outputs, recorded if needed."""
+    if not rg or prim.const or not GRAD_ENABLED.get() or (prim.check_dtype and not is_float(out.dtype)):
+        if prim.multi:
+            return tuple(_wrap(o) for o in out)
+        if prim.view and isinstance(args[0], Tensor):
+            return _wrap(out, None, 0, args[0]._version)
+        return _wrap(out)
+    return _record(prim, xp, args, datas, kw, out)
+
+
+def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
+             kw: dict[str, Any], out: Any, rg: bool) -> Any:
+    """:func:`apply` with forward levels open: add the outputs' tangents."""
+    active = FWD_LEVELS.get()
+    present: set[int] = set()
+    for a in args:
+        if isinstance(a, Tensor) and a._fw:
+            present.update(lv for lv in a._fw if lv in active)
+    res = _finish(prim, xp, args, datas, kw, out, rg)
+    if not present or (prim.check_dtype and not is_float(out.dtype)):
+        return res
+    outs = res if prim.multi else (res,)
+    for level in sorted(present):
+        _tangent(prim, xp, level, active, args, datas, kw, out, outs)
+    node = outs[0]._node
+    if node is not None and node.prim is prim:
+        node.fw = ([a._fw if isinstance(a, Tensor) else None for a in args],
+                   [o._fw for o in outs] if prim.multi else outs[0]._fw)
+    return res
+
+
+def _needs_tape(t: Any, below: tuple[int, ...]) -> bool:
+    """Whether ``t`` must stay a Tensor: it is on the tape or carries an outer tangent."""
+    if not isinstance(t, Tensor):
+        return False
+    if t.requires_grad:
+        return True
+    fw = t._fw
+    return bool(fw) and any(lv in below for lv in fw)
+
+
+def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...], args: tuple[Any, ...],
+             datas: list[Any], kw: dict[str, Any], out: Any, outs: tuple[Any, ...]) -> None:
+    """Compute and attach the outputs' tangent of ``level``."""
+    below = tuple(lv for lv in active if lv < level)
+    ts = [a._fw.get(level) if isinstance(a, Tensor) and a._fw else None for a in args]
+    # differentiable tangent computation: when an outer level or the tape must see it
+    hi = (GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a.requires_grad for a in args)) or any(
+        _needs_tape(t, below) for t in ts
+    ) or (bool(below) and any(_needs_tape(a, below) for a in args))
+    total: Any = None
+    if hi:
+        import xpgrad
+
+        token = FWD_LEVELS.set(below)  # the rules of this level see only the outer levels
+        try:
+            targs = [a if isinstance(a, Tensor) or not hasattr(a, "shape") else _wrap(a) for a in args]
+            ans = tuple(outs) if prim.multi else outs[0]
+            for i, t in enumerate(ts):
+                if t is not None:
+                    r = _rule(prim, i)(xpgrad, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
+                    total = _accumulate(total, r, prim.multi)
+            if total is None:
+                return
+            if prim.multi:
+                total = tuple(None if r is None else _fit_tangent(xpgrad, r, o.data, True)
+                              for r, o in zip(total, outs))
+            else:
+                total = _fit_tangent(xpgrad, total, outs[0].data, True)
+        finally:
+            FWD_LEVELS.reset(token)
+    else:
+        for i, t in enumerate(ts):
+            if t is not None:
+                total = _accumulate(total, _rule(prim, i)(xp, t, out, *datas, **kw), prim.multi)
+        if total is None:
+            return
+        if prim.multi:
+            total = tuple(None if r is None else _fit_tangent(xp, r, o, False) for r, o in zip(total, out))
+        else:
+            total = _fit_tangent(xp, total, out, False)
+    for o, r in zip(outs, total if prim.multi else (total,)):
+        if r is None or not is_float(o.data.dtype):
+            continue
+        if isinstance(r, Tensor) and not _needs_tape(r, below):
+            r = r.data  # a constant: keep it raw (cheap downstream)
+        o._fw = {level: r} if not o._fw else {**o._fw, level: r}
+
+
+def _rule(prim: Primitive, i: int) -> Rule:
+    rule = prim.jvp_rule(i)
+    if rule is None:
+        msg = (
+            f"{prim.name}: no forward-mode (JVP) rule for argument {i}, but it carries a tangent; "
+            f"{prim.name} cannot be differentiated in forward mode with respect to argument {i}"
+        )
+        raise NonDifferentiableError(msg)
+    return rule
+
+
+def _accumulate(total: Any, r: Any, multi: bool) -> Any:
+    if r is None:
+        return total
+    if total is None:
+        return r
+    if multi:
+        return tuple(b if a is None else a if b is None else a + b for a, b in zip(total, r))
+    return total + r
+
+
+def _fit_tangent(xp: Any, t: Any, like: Any, tensors: bool) -> Any:
+    """Bring a tangent to the output's shape and dtype (broadcast; real part; cast)."""
+    if not hasattr(t, "shape"):  # a Python scalar from a rule
+        t = xp.asarray(t, dtype=like.dtype if not tensors else None)
+    shape = tuple(like.shape)
+    tshape = tuple(t.shape)
+    if tshape != shape and not (len(tshape) == len(shape) and all(
+            a == b or a is None or b is None or a != a or b != b for a, b in zip(tshape, shape))):
+        t = xp.broadcast_to(t, shape)  # (sizes unknown until computed, Dask's NaN, count as equal)
+    tdt = t.data.dtype if tensors else t.dtype
+    if tdt != like.dtype:
+        from .._dtypes import dtype_name, kind
+
+        if kind(tdt) == "complex floating" and kind(like.dtype) != "complex floating":
+            t = xp.real(t)
+            tdt = t.data.dtype if tensors else t.dtype
+        if tdt != like.dtype:
+            t = xp.astype(t, dtype_name(like.dtype) if tensors else like.dtype)
     return t

@@ -197,9 +197,9 @@ def _run(
             buf = _run_hooks(node, buf, create_graph)
         if capture and buf is not None:
             for j in range(node.n_out):
-                k = capture.get((id(node), j))
-                if k is not None and buf[j] is not None:
-                    results[k] = buf[j]
+                slot = capture.get((id(node), j))
+                if slot is not None and buf[j] is not None:
+                    results[slot] = buf[j]
         if buf is None or all(b is None for b in buf) or (needed is not None and id(node) not in needed):
             if not retain_graph:
                 node.free()
@@ -225,10 +225,13 @@ def _run(
             if rule is None:  # recorded only when a rule exists; kept for safety
                 msg = f"{prim.name}: no gradient rule for argument {i}"
                 raise NonDifferentiableError(msg)
-            gi = rule(xp, g, ans, *args, **kw)
-            if gi is None:
-                continue
-            gi = _fit(xp, gi, node.meta[i], create_graph)
+            try:
+                gi = rule(xp, g, ans, *args, **kw)
+                if gi is None:
+                    continue
+                gi = _fit(xp, gi, node.meta[i], create_graph)
+            except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
+                _fail_rule(node, g, e)
             if type(parent) is Node:
                 pb = gbuf.get(parent)
                 if pb is None:
@@ -252,6 +255,16 @@ def _run(
         gt = g if create_graph else _wrap(g)
         leaf.grad = gt if leaf.grad is None else leaf.grad + gt
     return None
+
+
+def _fail_rule(node: Node, g: Any, err: Exception) -> None:
+    """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
+    from .._dispatch import check_known_shapes
+
+    shapes = [m[0] for m in node.meta if m is not None]
+    shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
+    check_known_shapes(node.prim.name, shapes, err, backward=True)
+    raise err
 
 
 def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
@@ -313,6 +326,8 @@ def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
     ans = node.ans
     if not create_graph:
         return saved, ans
+    # forward mode (fwd-over-rev): the saved values get back their tangents
+    fw_args, fw_ans = node.fw if node.fw is not None else (None, None)
     args: list[Any] = []
     for i, d in enumerate(saved):
         if d is None or type(d) is ArgMeta or not hasattr(d, "shape"):
@@ -320,16 +335,25 @@ def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
             continue
         p = node.parents[i]
         if p is None:
-            args.append(_wrap(d))
+            t = _wrap(d)
         elif type(p) is Node:
-            args.append(_wrap(d, p, node.pidx[i]))
+            t = _wrap(d, p, node.pidx[i])
         else:
             args.append(p)  # the leaf itself (its version was checked above)
+            continue
+        if fw_args is not None:
+            t._fw = fw_args[i]
+        args.append(t)
     if ans is not None:
         if node.n_out == 1:
             ans = _wrap(ans, node, 0)
+            if fw_ans is not None:
+                ans._fw = fw_ans
         else:
             ans = tuple(_wrap(a, node, j) for j, a in enumerate(ans))
+            if fw_ans is not None:
+                for a, f in zip(ans, fw_ans):
+                    a._fw = f
     return args, ans
 
 

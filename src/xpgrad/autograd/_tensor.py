@@ -39,6 +39,7 @@ def _wrap(data: Any, node: Any = None, oidx: int = 0, version: list[int] | None 
     t.grad = None
     t._version = [0] if version is None else version
     t._hooks = None
+    t._fw = None
     return t
 
 
@@ -83,9 +84,12 @@ class Tensor:
         Tensor([2., 4.], dtype=float64, device=cpu)
     """
 
-    __slots__ = ("__weakref__", "_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad")
+    # _fw: forward-mode tangents, {level: tangent} or None (see autograd._core)
+    __slots__ = ("__weakref__", "_fw", "_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
+
+    data: Any
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -96,11 +100,16 @@ class Tensor:
                 "use xpgrad.asarray() for lists and scalars"
             )
             raise XpgradTypeError(msg)
+        if getattr(data, "requires_grad", False):
+            # another tape's tracking (a torch tensor with requires_grad): xpgrad's tape
+            # replaces it, so no torch graph is built through xpgrad's forward or backward
+            data = data.detach()
         self.data = data
         self._node = None
         self._oidx = 0
         self._version = [0]
         self._hooks: list[Callable[..., Any]] | None = None
+        self._fw: dict[int, Any] | None = None
         self.grad: Tensor | None = None
         self.requires_grad = False
         if requires_grad:
@@ -180,6 +189,8 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A tensor sharing the data (and version counter) with no gradient history.
+
+        Forward-mode tangents are dropped too (as :func:`xpgrad.stop_gradient` does).
 
         Examples:
             >>> import xpgrad as xg
@@ -511,7 +522,12 @@ class Tensor:
             self._oidx = new._oidx
             self.requires_grad = True
             self._version = new._version
+            self._fw = new._fw
             return self
+        fw = None
+        if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
+            # forward mode: the result's tangent, from the out-of-place primitive
+            fw = (_op("setitem", self, other, key=key) if name == "setitem" else _op(name, self, other))._fw
         o = other.data if isinstance(other, Tensor) else other
         if name == "setitem":
             try:
@@ -526,7 +542,11 @@ class Tensor:
                 self.data = prim.fwd(backend_namespace(self.data), self.data, o, key=key)
         else:
             before = self.data
-            after = _INPLACE_RAW[name](before, o)
+            try:
+                after = _INPLACE_RAW[name](before, o)
+            except Exception:  # re-raised, or as a DeviceMismatchError naming both devices
+                _core.check_devices(before, o, func=_INPLACE_NAMES[name])
+                raise
             if after.dtype != before.dtype:
                 msg = (
                     f"{_INPLACE_NAMES[name]}: the result dtype {dtype_name(after.dtype)} differs "
@@ -536,6 +556,8 @@ class Tensor:
                 raise XpgradTypeError(msg)
             self.data = after
         self._version[0] += 1
+        if fw is not None or self._fw:
+            self._fw = fw
         return self
 
     def __iadd__(self, o: Any) -> Tensor:

@@ -8,7 +8,10 @@ from .._dtypes import DType, dtype_name, fast_name
 from ..autograd._core import apply, composite, declare, primitive
 from ..autograd._tensor import Tensor
 
-__all__ = ["NOKW", "Array", "apply", "composite", "conj", "declare", "is_complex", "is_xpgrad", "primitive", "Tensor", "zeros_like_shape"]
+__all__ = [
+    "NOKW", "Array", "Tensor", "apply", "composite", "conj", "declare", "defjvp_from_vjp", "is_complex", "is_xpgrad",
+    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "zeros_like_shape",
+]
 
 NOKW: dict[str, Any] = {}
 Array = Tensor  # annotation alias used in the public signatures
@@ -57,3 +60,87 @@ def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = No
         return Tensor(bxp.zeros(shape, dtype=dt, device=array_api_compat.device(data)))
     dt = like.dtype if dtype is None else dtype
     return xp.zeros(shape, dtype=dt, device=array_api_compat.device(like))
+
+
+# ---------------------------------------------------------------- forward-mode rules from other rules
+# Where a JVP rule is built from something that already exists, it is built by one of
+# these four helpers, so that the reuse is visible at the ``defjvp`` line:
+#   jvp_from_vjp(vjp)      pointwise rules: the VJP rule itself, conjugated (elementwise chapter)
+#   reduction_jvp(vjp)     reductions: the VJP's partial derivatives, summed against the tangent
+#   linear_jvp(prim)       primitives linear in argument 0: the primitive applied to the tangent
+#   joint_linear_jvp(prim) primitives linear in all their array arguments together
+
+
+def _run(prim: Any, xp: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """Run a primitive from inside a rule: recorded with xpgrad's namespace, raw otherwise."""
+    if is_xpgrad(xp):
+        return apply(prim, args, kw or NOKW)
+    return prim.fwd(xp, *args, **kw)
+
+
+def jvp_from_vjp(vjp: Any) -> Any:
+    """The JVP of a pointwise rule from its VJP: ``conj(vjp(conj(t)))``.
+
+    A pointwise VJP is ``g * conj(d)`` with ``d`` the derivative (the holomorphic one
+    for complex ``z``; a real mask or factor for ``maximum``, ``clip``...), so this is
+    ``t * d``, broadcast to the output by the engine. Also right for real-valued
+    functions of a complex ``z`` whose VJP is ``g * dR/dconj(z) * 2`` (``abs``,
+    ``real``, ``imag``): the engine keeps the real part. Not for ``sign`` of a complex
+    ``z``, which is neither.
+    """
+
+    def rule(xp: Any, t: Any, ans: Any, *args: Any, **kw: Any) -> Any:
+        r = vjp(xp, conj(xp, t), ans, *args, **kw)
+        return None if r is None else conj(xp, r)
+
+    return rule
+
+
+def defjvp_from_vjp(prim: Any) -> None:
+    """Give a pointwise primitive the JVP rules :func:`jvp_from_vjp` of its VJP rules."""
+    prim.defjvp(*(None if r is None else jvp_from_vjp(r) for r in prim.vjps))
+
+
+def reduction_jvp(vjp: Any) -> Any:
+    """The JVP of a reduction from its VJP: ``sum(conj(vjp(1)) * t)`` over ``axis``.
+
+    ``vjp(1)`` is the conjugated partial derivative of the result with respect to
+    each element (``prod``, ``var``, ``max``/``min`` with their tie convention); the
+    engine keeps the real part for real-valued results (``var`` of complex input).
+    """
+
+    def rule(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> Any:
+        d = vjp(xp, xp.ones_like(ans), ans, x, **kw)
+        axis = kw.get("axis")
+        if isinstance(axis, list):
+            axis = tuple(axis)
+        return xp.sum(conj(xp, d) * t, axis=axis, keepdims=kw.get("keepdims", False))
+
+    return rule
+
+
+def linear_jvp(prim: Any) -> Any:
+    """The JVP of a primitive linear in argument 0 (the others constant): ``prim(t, *rest)``."""
+
+    def rule(xp: Any, t: Any, ans: Any, x: Any, *rest: Any, **kw: Any) -> Any:
+        return _run(prim, xp, (t, *rest), kw)
+
+    return rule
+
+
+def joint_linear_jvp(prim: Any) -> Any:
+    """A ``rest=`` JVP rule for a primitive linear in all its array arguments together
+    (``concat``, ``stack``, ``setitem``...): argument ``i``'s tangent with zeros in
+    place of the other arguments."""
+
+    def rule(xp: Any, t: Any, ans: Any, i: int, *args: Any, **kw: Any) -> Any:
+        parts = tuple(t if j == i else _zero_of(xp, a) for j, a in enumerate(args))
+        return _run(prim, xp, parts, kw)
+
+    return rule
+
+
+def _zero_of(xp: Any, a: Any) -> Any:
+    if hasattr(a, "shape"):
+        return xp.zeros_like(a)
+    return type(a)(0) if isinstance(a, (int, float, complex)) else a

@@ -23,7 +23,7 @@ from .._dispatch import backend_namespace
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, kind
 from .._exceptions import DTypeUnavailableError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
-from ._common import Array, Tensor, apply, declare, primitive
+from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
 
 __all__ = [
@@ -476,8 +476,10 @@ del _fn
 # ---------------------------------------------------------------- differentiable
 _tril = primitive("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), save=(), chapter=_C)
 _tril.defvjp(lambda xp, g, ans, x, *, k=0: xp.tril(g, k=k))
+_tril.defjvp(linear_jvp(_tril))
 _triu = primitive("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), save=(), chapter=_C)
 _triu.defvjp(lambda xp, g, ans, x, *, k=0: xp.triu(g, k=k))
+_triu.defjvp(linear_jvp(_triu))
 
 
 def tril(x: Array, /, *, k: int = 0) -> Array:
@@ -524,6 +526,7 @@ def _meshgrid_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, indexing: str = "
 _meshgrid = primitive("meshgrid", lambda xp, *xs, indexing="xy": tuple(xp.meshgrid(*xs, indexing=indexing)),
                       save=(), multi=True, chapter=_C)
 _meshgrid.defvjp(rest=_meshgrid_vjp)
+_meshgrid.defjvp(rest=joint_linear_jvp(_meshgrid))
 
 
 def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:

@@ -21,7 +21,7 @@ from .._dtypes import dtype as backend_dtype
 from .._dtypes import kind as dtype_kind
 from .._exceptions import UnknownNameError, XpgradTypeError
 from .._policy import current_policy
-from ._common import Array, Tensor, apply, declare, is_xpgrad, primitive
+from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad, primitive
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
@@ -61,6 +61,18 @@ def _astype_vjp(xp: Any, g: Any, ans: Any, x: Any, *, dtype: Any, copy: bool = T
 
 _astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, chapter=_C)
 _astype.defvjp(_astype_vjp)
+
+
+def _astype_jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> Any:
+    # linear: the cast applied to the tangent (its real part when casting complex to real)
+    if is_complex(t) and not is_complex(ans):
+        t = xp.real(t)
+    if is_xpgrad(xp):
+        return apply(_astype, (t,), kw)
+    return _astype_fwd(xp, t, **kw)
+
+
+_astype.defjvp(_astype_jvp)
 
 
 def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Array:

@@ -1,7 +1,9 @@
 """Elementwise functions: forwards and VJP rules, side by side.
 
 Rules receive ``(xp, g, ans, *args, **kw)`` and return the gradient for one
-argument; broadcasting is undone by the engine. Complex inputs follow PyTorch's
+argument; broadcasting is undone by the engine. Forward mode reuses the VJP rules:
+every primitive here except ``sign`` gets its JVP rules from
+:func:`~xpgrad.ops._common.defjvp_from_vjp` (``t * d`` from ``g * conj(d)``). Complex inputs follow PyTorch's
 convention (see :func:`xpgrad.ops._common.conj`): the VJP of a holomorphic ``f``
 is ``g * conj(f'(z))``; ``abs``, ``real``, ``imag``, ``conj`` and ``sign`` have
 their own Wirtinger rules. Python scalars are accepted on either side of binary
@@ -14,7 +16,7 @@ import cmath
 import math
 from typing import Any
 
-from ._common import NOKW, Array, apply, is_complex, primitive
+from ._common import NOKW, Array, apply, defjvp_from_vjp, is_complex, primitive
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 
 __all__ = [
@@ -36,31 +38,41 @@ _LN10 = math.log(10.0)
 # ---------------------------------------------------------------- arithmetic
 _add = primitive("add", lambda xp, a, b: a + b, save=(), chapter=_C)
 _add.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: g)
+defjvp_from_vjp(_add)
 
 _subtract = primitive("subtract", lambda xp, a, b: a - b, save=(), chapter=_C)
 _subtract.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g)
+defjvp_from_vjp(_subtract)
 
 _multiply = primitive("multiply", lambda xp, a, b: a * b, chapter=_C)
 _multiply.defvjp(lambda xp, g, ans, a, b: g * _conj(xp, b), lambda xp, g, ans, a, b: g * _conj(xp, a))
+defjvp_from_vjp(_multiply)
 
 _divide = primitive("divide", lambda xp, a, b: a / b, save=(1,), save_ans=True, chapter=_C)
 _divide.defvjp(lambda xp, g, ans, a, b: g / _conj(xp, b),
                lambda xp, g, ans, a, b: -g * _conj(xp, ans / b))
+defjvp_from_vjp(_divide)
 
-_negative = primitive("negative", lambda xp, x: -x, save=(), chapter=_C)
+# the functions, not the unary operators: Dask returns NotImplemented from them for unsupported dtypes
+_negative = primitive("negative", lambda xp, x: xp.negative(x), save=(), chapter=_C)
 _negative.defvjp(lambda xp, g, ans, x: -g)
+defjvp_from_vjp(_negative)
 
 _positive = primitive("positive", lambda xp, x: xp.positive(x), save=(), chapter=_C)
 _positive.defvjp(lambda xp, g, ans, x: g)
+defjvp_from_vjp(_positive)
 
 _square = primitive("square", lambda xp, x: xp.square(x), save=(0,), chapter=_C)
 _square.defvjp(lambda xp, g, ans, x: g * _conj(xp, 2 * x))
+defjvp_from_vjp(_square)
 
 _sqrt = primitive("sqrt", lambda xp, x: xp.sqrt(x), save=(), save_ans=True, chapter=_C)
 _sqrt.defvjp(lambda xp, g, ans, x: g / _conj(xp, 2 * ans))
+defjvp_from_vjp(_sqrt)
 
 _reciprocal = primitive("reciprocal", lambda xp, x: xp.reciprocal(x), save=(), save_ans=True, chapter=_C)
 _reciprocal.defvjp(lambda xp, g, ans, x: -g * _conj(xp, ans * ans))
+defjvp_from_vjp(_reciprocal)
 
 
 def _pow_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
@@ -98,9 +110,11 @@ def _pow_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
 
 _pow = primitive("pow", lambda xp, a, b: a ** b, save_ans=True, chapter=_C)
 _pow.defvjp(_pow_vjp_x1, _pow_vjp_x2)
+defjvp_from_vjp(_pow)
 
 _remainder = primitive("remainder", lambda xp, a, b: a % b, chapter=_C)
 _remainder.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g * xp.floor_divide(a, b))
+defjvp_from_vjp(_remainder)
 
 _floor_divide = primitive("floor_divide", lambda xp, a, b: a // b, zero_grad=True, chapter=_C)
 
@@ -109,10 +123,12 @@ _floor_divide = primitive("floor_divide", lambda xp, a, b: a // b, zero_grad=Tru
 _maximum = primitive("maximum", lambda xp, a, b: xp.maximum(a, b), chapter=_C)
 _maximum.defvjp(lambda xp, g, ans, a, b: xp.where(a < b, 0.0, xp.where(a == b, g / 2, g)),
                 lambda xp, g, ans, a, b: xp.where(b < a, 0.0, xp.where(a == b, g / 2, g)))
+defjvp_from_vjp(_maximum)
 
 _minimum = primitive("minimum", lambda xp, a, b: xp.minimum(a, b), chapter=_C)
 _minimum.defvjp(lambda xp, g, ans, a, b: xp.where(a > b, 0.0, xp.where(a == b, g / 2, g)),
                 lambda xp, g, ans, a, b: xp.where(b > a, 0.0, xp.where(a == b, g / 2, g)))
+defjvp_from_vjp(_minimum)
 
 
 def _clip_vjp_x(xp: Any, g: Any, ans: Any, x: Any, lo: Any, hi: Any) -> Any:
@@ -140,10 +156,12 @@ def _clip_vjp_max(xp: Any, g: Any, ans: Any, x: Any, lo: Any, hi: Any) -> Any:
 
 _clip = primitive("clip", lambda xp, x, lo, hi: xp.clip(x, lo, hi), chapter=_C)
 _clip.defvjp(_clip_vjp_x, _clip_vjp_min, _clip_vjp_max)
+defjvp_from_vjp(_clip)
 
 _copysign = primitive("copysign", lambda xp, a, b: xp.copysign(a, b), save=(0,), save_ans=True, chapter=_C)
 # d/dx1 = +-1 (0 at x1 == 0, as PyTorch); zero almost everywhere with respect to x2
 _copysign.defvjp(lambda xp, g, ans, a, b: g * (xp.sign(a) * xp.sign(ans)), lambda xp, g, ans, a, b: None)
+defjvp_from_vjp(_copysign)
 
 _nextafter = primitive("nextafter", lambda xp, a, b: xp.nextafter(a, b), zero_grad=True, chapter=_C)
 
@@ -159,15 +177,19 @@ def _abs_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 _abs.defvjp(_abs_vjp)
+defjvp_from_vjp(_abs)
 
 _real = primitive("real", lambda xp, x: xp.real(x), save=(), chapter=_C)
 _real.defvjp(lambda xp, g, ans, x: g)
+defjvp_from_vjp(_real)
 
 _imag = primitive("imag", lambda xp, x: xp.imag(x), save=(), chapter=_C)
 _imag.defvjp(lambda xp, g, ans, x: g * 1j)
+defjvp_from_vjp(_imag)
 
 _conj_p = primitive("conj", lambda xp, x: xp.conj(x), save=(), chapter=_C)
 _conj_p.defvjp(lambda xp, g, ans, x: _conj(xp, g))
+defjvp_from_vjp(_conj_p)
 
 
 def _sign_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
@@ -179,74 +201,105 @@ def _sign_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
     return xp.where(zero, 0.0, (g - ans * ans * _conj(xp, g)) / (2 * xp.where(zero, 1.0, a)))
 
 
+def _sign_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
+    # real: zero almost everywhere; complex: d(z/|z|) = (t - sgn * Re(conj(sgn) * t)) / |z|
+    if not is_complex(x):
+        return None
+    a = xp.abs(x)
+    zero = a == 0
+    return xp.where(zero, 0.0, (t - ans * xp.real(xp.conj(ans) * t)) / xp.where(zero, 1.0, a))
+
+
 _sign = primitive("sign", lambda xp, x: xp.sign(x), save=(0,), save_ans=True, chapter=_C)
 _sign.defvjp(_sign_vjp)
+_sign.defjvp(_sign_jvp)
 
 # ---------------------------------------------------------------- exponential and logarithm
 _exp = primitive("exp", lambda xp, x: xp.exp(x), save=(), save_ans=True, chapter=_C)
 _exp.defvjp(lambda xp, g, ans, x: g * _conj(xp, ans))
+defjvp_from_vjp(_exp)
 
 _expm1 = primitive("expm1", lambda xp, x: xp.expm1(x), save=(), save_ans=True, chapter=_C)
 _expm1.defvjp(lambda xp, g, ans, x: g * _conj(xp, ans + 1))
+defjvp_from_vjp(_expm1)
 
 _log = primitive("log", lambda xp, x: xp.log(x), save=(0,), chapter=_C)
 _log.defvjp(lambda xp, g, ans, x: g / _conj(xp, x))
+defjvp_from_vjp(_log)
 
 _log1p = primitive("log1p", lambda xp, x: xp.log1p(x), save=(0,), chapter=_C)
 _log1p.defvjp(lambda xp, g, ans, x: g / _conj(xp, x + 1))
+defjvp_from_vjp(_log1p)
 
 _log2 = primitive("log2", lambda xp, x: xp.log2(x), save=(0,), chapter=_C)
 _log2.defvjp(lambda xp, g, ans, x: g / _conj(xp, x * _LN2))
+defjvp_from_vjp(_log2)
 
 _log10 = primitive("log10", lambda xp, x: xp.log10(x), save=(0,), chapter=_C)
 _log10.defvjp(lambda xp, g, ans, x: g / _conj(xp, x * _LN10))
+defjvp_from_vjp(_log10)
 
 _logaddexp = primitive("logaddexp", lambda xp, a, b: xp.logaddexp(a, b), save_ans=True, chapter=_C)
 _logaddexp.defvjp(lambda xp, g, ans, a, b: g * xp.exp(a - ans), lambda xp, g, ans, a, b: g * xp.exp(b - ans))
+defjvp_from_vjp(_logaddexp)
 
 _hypot = primitive("hypot", lambda xp, a, b: xp.hypot(a, b), save_ans=True, chapter=_C)
 _hypot.defvjp(lambda xp, g, ans, a, b: g * (a / ans), lambda xp, g, ans, a, b: g * (b / ans))
+defjvp_from_vjp(_hypot)
 
 # ---------------------------------------------------------------- trigonometric and hyperbolic
 _sin = primitive("sin", lambda xp, x: xp.sin(x), save=(0,), chapter=_C)
 _sin.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.cos(x)))
+defjvp_from_vjp(_sin)
 
 _cos = primitive("cos", lambda xp, x: xp.cos(x), save=(0,), chapter=_C)
 _cos.defvjp(lambda xp, g, ans, x: -g * _conj(xp, xp.sin(x)))
+defjvp_from_vjp(_cos)
 
 _tan = primitive("tan", lambda xp, x: xp.tan(x), save=(), save_ans=True, chapter=_C)
 _tan.defvjp(lambda xp, g, ans, x: g * _conj(xp, 1 + ans * ans))
+defjvp_from_vjp(_tan)
 
 _asin = primitive("asin", lambda xp, x: xp.asin(x), save=(0,), chapter=_C)
 _asin.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(1 - x * x)))
+defjvp_from_vjp(_asin)
 
 _acos = primitive("acos", lambda xp, x: xp.acos(x), save=(0,), chapter=_C)
 _acos.defvjp(lambda xp, g, ans, x: -g / _conj(xp, xp.sqrt(1 - x * x)))
+defjvp_from_vjp(_acos)
 
 _atan = primitive("atan", lambda xp, x: xp.atan(x), save=(0,), chapter=_C)
 _atan.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 + x * x))
+defjvp_from_vjp(_atan)
 
 _atan2 = primitive("atan2", lambda xp, a, b: xp.atan2(a, b), chapter=_C)
 _atan2.defvjp(lambda xp, g, ans, a, b: g * b / (a * a + b * b), lambda xp, g, ans, a, b: -g * a / (a * a + b * b))
+defjvp_from_vjp(_atan2)
 
 _sinh = primitive("sinh", lambda xp, x: xp.sinh(x), save=(0,), chapter=_C)
 _sinh.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.cosh(x)))
+defjvp_from_vjp(_sinh)
 
 _cosh = primitive("cosh", lambda xp, x: xp.cosh(x), save=(0,), chapter=_C)
 _cosh.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.sinh(x)))
+defjvp_from_vjp(_cosh)
 
 _tanh = primitive("tanh", lambda xp, x: xp.tanh(x), save=(), save_ans=True, chapter=_C)
 _tanh.defvjp(lambda xp, g, ans, x: g * _conj(xp, 1 - ans * ans))
+defjvp_from_vjp(_tanh)
 
 _asinh = primitive("asinh", lambda xp, x: xp.asinh(x), save=(0,), chapter=_C)
 _asinh.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(x * x + 1)))
+defjvp_from_vjp(_asinh)
 
 # sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the right branch for complex x
 _acosh = primitive("acosh", lambda xp, x: xp.acosh(x), save=(0,), chapter=_C)
 _acosh.defvjp(lambda xp, g, ans, x: g / _conj(xp, xp.sqrt(x - 1) * xp.sqrt(x + 1)))
+defjvp_from_vjp(_acosh)
 
 _atanh = primitive("atanh", lambda xp, x: xp.atanh(x), save=(0,), chapter=_C)
 _atanh.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 - x * x))
+defjvp_from_vjp(_atanh)
 
 # ---------------------------------------------------------------- rounding (zero gradient)
 _ceil = primitive("ceil", lambda xp, x: xp.ceil(x), zero_grad=True, chapter=_C)
@@ -257,6 +310,7 @@ _trunc = primitive("trunc", lambda xp, x: xp.trunc(x), zero_grad=True, chapter=_
 # ---------------------------------------------------------------- selection
 _where = primitive("where", lambda xp, c, a, b: xp.where(c, a, b), save=(0,), chapter="searching")
 _where.defvjp(None, lambda xp, g, ans, c, a, b: xp.where(c, g, 0.0), lambda xp, g, ans, c, a, b: xp.where(c, 0.0, g))
+defjvp_from_vjp(_where)
 
 # ---------------------------------------------------------------- boolean and integer outputs (not differentiable)
 _equal = primitive("equal", lambda xp, a, b: a == b, nondiff=True, chapter=_C)
@@ -276,9 +330,10 @@ _logical_not = primitive("logical_not", lambda xp, x: xp.logical_not(x), nondiff
 _bitwise_and = primitive("bitwise_and", lambda xp, a, b: a & b, nondiff=True, chapter=_C)
 _bitwise_or = primitive("bitwise_or", lambda xp, a, b: a | b, nondiff=True, chapter=_C)
 _bitwise_xor = primitive("bitwise_xor", lambda xp, a, b: a ^ b, nondiff=True, chapter=_C)
-_bitwise_invert = primitive("bitwise_invert", lambda xp, x: ~x, nondiff=True, chapter=_C)
-_bitwise_left_shift = primitive("bitwise_left_shift", lambda xp, a, b: a << b, nondiff=True, chapter=_C)
-_bitwise_right_shift = primitive("bitwise_right_shift", lambda xp, a, b: a >> b, nondiff=True, chapter=_C)
+_bitwise_invert = primitive("bitwise_invert", lambda xp, x: xp.bitwise_invert(x), nondiff=True, chapter=_C)
+# the functions, not the operators: array-api-strict checks x2 >= 0 only in the functions
+_bitwise_left_shift = primitive("bitwise_left_shift", lambda xp, a, b: xp.bitwise_left_shift(a, b), nondiff=True, chapter=_C)
+_bitwise_right_shift = primitive("bitwise_right_shift", lambda xp, a, b: xp.bitwise_right_shift(a, b), nondiff=True, chapter=_C)
 
 
 def abs(x: Array, /) -> Array:  # noqa: A001 - the standard's name

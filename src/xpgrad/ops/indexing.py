@@ -28,7 +28,7 @@ from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, fast_name
 from .._exceptions import XpgradValueError
 from ..autograd._core import Primitive
-from ._common import NOKW, Array, Tensor, apply, is_xpgrad, primitive
+from ._common import NOKW, Array, Tensor, apply, is_xpgrad, joint_linear_jvp, linear_jvp, primitive
 
 __all__ = ["take", "take_along_axis"]
 
@@ -103,8 +103,38 @@ def _positive_steps(key: Any, shape: tuple[int, ...]) -> tuple[Any, tuple[int, .
     return (tuple(new) if type(key) is tuple else new[0]), tuple(flips)
 
 
+def _one_element_index(xp: Any, x: Any, key: Any) -> tuple[Any, int] | None:
+    """``(key2, axis)``: ``key`` with its one-element integer index array doubled, and
+    the result axis to cut back to length 1; None when ``key`` has no such array.
+
+    Dask sizes a selection by a one-element index array like the source axis (see
+    ``_take1``); two elements are sized right. Only for keys with one array index.
+    """
+    parts = _parts(key)
+    arrays = [j for j, k in enumerate(parts) if hasattr(k, "shape") and not isinstance(k, (int, bool))]
+    if len(arrays) != 1:
+        return None
+    j = arrays[0]
+    k = parts[j]
+    if k.ndim != 1 or k.shape[0] != 1 or _is_bool_array(k):
+        return None
+    rest = x.ndim - sum(_axes_used(p) for p in parts if p is not Ellipsis)
+    out_axis = 0
+    for p in parts[:j]:
+        if p is Ellipsis:
+            out_axis += rest
+        elif p is None or type(p) is slice:
+            out_axis += 1
+    doubled = (*parts[:j], xp.concat([k, k]), *parts[j + 1:])
+    return doubled, out_axis
+
+
 def _get(xp: Any, x: Any, key: Any) -> Any:
     """``x[key]`` on a raw array; negative steps also where the backend's slices refuse them."""
+    one = _one_element_index(xp, x, key)
+    if one is not None:
+        doubled, axis = one
+        return _get(xp, x, doubled)[(slice(None),) * axis + (slice(0, 1),)]
     try:
         return x[key]
     except (ValueError, IndexError, TypeError, NotImplementedError):
@@ -238,6 +268,8 @@ def _segment_sum(xp: Any, v: Any, ids: Any, n: int) -> Any:
 
 
 def _scatter_add_fwd(xp: Any, v: Any, ids: Any, *, shape: tuple[int, ...]) -> Any:
+    if math.prod(tuple(ids.shape)) == 0:  # nothing selected (Dask cannot reshape empty multi-chunk arrays)
+        return xp.zeros(shape, dtype=v.dtype, device=array_api_compat.device(v))
     if tuple(v.shape) != tuple(ids.shape):
         v = xp.broadcast_to(v, tuple(ids.shape))
     out = _segment_sum(xp, xp.reshape(v, (-1,)), xp.reshape(ids, (-1,)), math.prod(shape))
@@ -245,14 +277,16 @@ def _scatter_add_fwd(xp: Any, v: Any, ids: Any, *, shape: tuple[int, ...]) -> An
 
 
 def _gather_fwd(xp: Any, x: Any, ids: Any) -> Any:
-    return xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(ids, (-1,))), tuple(ids.shape))
+    return xp.reshape(_take1(xp, xp.reshape(x, (-1,)), xp.reshape(ids, (-1,)), 0), tuple(ids.shape))
 
 
 _scatter_add: Primitive = primitive("scatter_add", _scatter_add_fwd, save=(1,), chapter=_I)
 _scatter_add.defvjp(lambda xp, g, ans, v, ids, *, shape: gather(xp, g, ids), None)
+_scatter_add.defjvp(linear_jvp(_scatter_add), None)
 
 _gather: Primitive = primitive("gather", _gather_fwd, save=(1,), chapter=_I)
 _gather.defvjp(lambda xp, g, ans, x, ids: scatter_add(xp, g, ids, tuple(x.shape)), None)
+_gather.defjvp(linear_jvp(_gather), None)
 
 
 def _embed_fwd(xp: Any, v: Any, *, key: Any, shape: tuple[int, ...]) -> Any:
@@ -263,6 +297,7 @@ def _embed_fwd(xp: Any, v: Any, *, key: Any, shape: tuple[int, ...]) -> Any:
 # zeros of ``shape`` with ``v`` at ``key``, for keys that select no element twice
 _embed: Primitive = primitive("embed", _embed_fwd, save=(), chapter=_I)
 _embed.defvjp(lambda xp, g, ans, v, *, key, shape: _call(_getitem, xp, g, key=key))
+_embed.defjvp(linear_jvp(_embed))
 
 
 # ---------------------------------------------------------------- getitem
@@ -280,6 +315,7 @@ def _getitem_vjp(xp: Any, g: Any, ans: Any, x: Any, *, key: Any) -> Any:
 
 _getitem: Primitive = primitive("getitem", _getitem_fwd, save=(), view=True, chapter=_C)
 _getitem.defvjp(_getitem_vjp)
+_getitem.defjvp(linear_jvp(_getitem))
 
 
 # ---------------------------------------------------------------- setitem (functional)
@@ -368,22 +404,53 @@ def _setitem_vjp_value(xp: Any, g: Any, ans: Any, x: Any, value: Any, *, key: An
 
 _setitem: Primitive = primitive("setitem", _setitem_fwd, save=(), chapter=_C)
 _setitem.defvjp(_setitem_vjp_x, _setitem_vjp_value)
+_setitem.defjvp(rest=joint_linear_jvp(_setitem))
 
 
 # ---------------------------------------------------------------- take, take_along_axis
+def _take1(xp: Any, x: Any, indices: Any, axis: int) -> Any:
+    """``take`` along ``axis``; a one-element index array is taken twice and sliced.
+
+    Dask sizes the result of a take by a one-element index array like the source
+    axis (its blockwise broadcasts the length-1 index axis), which later breaks
+    reshapes; two elements are sized right. Other backends pay one tiny concat.
+    """
+    if indices.ndim == 1 and indices.shape[0] == 1:
+        out = xp.take(x, xp.concat([indices, indices]), axis=axis)
+        return out[(slice(None),) * (axis % x.ndim) + (slice(0, 1), ...)]  # `...`: array-api-strict wants every axis
+    return xp.take(x, indices, axis=axis)
+
+
 def _take_fwd(xp: Any, x: Any, indices: Any, *, axis: int | None) -> Any:
-    return xp.take(x, indices) if axis is None else xp.take(x, indices, axis=axis)
+    return _take1(xp, x, indices, 0 if axis is None else axis)
 
 
 def _take_vjp(xp: Any, g: Any, ans: Any, x: Any, indices: Any, *, axis: int | None) -> Any:
-    shape = tuple(x.shape)
+    shape = tuple(int(s) for s in x.shape)
     idx = _raw(indices)
-    ids = source_index(g, shape, lambda bxp, pos: _take_fwd(bxp, pos, idx, axis=axis))
+    bxp = backend_namespace(idx)
+    # the source positions by arithmetic rather than by taking from a position array:
+    # Dask's integer-array take reports wrong chunks for some layouts, which breaks
+    # the reshapes of the scatter (and arithmetic is cheaper anyway)
+    nd = len(shape)
+    ax = 0 if axis is None else axis % nd
+    along = bxp.reshape(idx, (1,) * ax + (-1,) + (1,) * (nd - ax - 1))
+    dev = array_api_compat.device(idx)
+    ids: Any = 0
+    stride = 1
+    for d in range(nd - 1, -1, -1):
+        if d == ax:
+            coord = bxp.where(along < 0, along + shape[d], along)
+        else:
+            coord = bxp.reshape(bxp.arange(shape[d], device=dev), (1,) * d + (shape[d],) + (1,) * (nd - d - 1))
+        ids = coord * stride + ids
+        stride *= shape[d]
     return scatter_add(xp, g, ids, shape)
 
 
 _take: Primitive = primitive("take", _take_fwd, save=(1,), chapter=_C)
 _take.defvjp(_take_vjp, None)
+_take.defjvp(linear_jvp(_take), None)
 
 
 def _take_along_axis_fwd(xp: Any, x: Any, indices: Any, *, axis: int) -> Any:
@@ -416,6 +483,7 @@ def _take_along_axis_vjp(xp: Any, g: Any, ans: Any, x: Any, indices: Any, *, axi
 
 _take_along_axis: Primitive = primitive("take_along_axis", _take_along_axis_fwd, save=(1,), chapter=_C)
 _take_along_axis.defvjp(_take_along_axis_vjp, None)
+_take_along_axis.defjvp(linear_jvp(_take_along_axis), None)
 
 
 def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:

@@ -17,8 +17,9 @@ from typing import Any
 
 import array_api_compat
 
+from .._dtypes import is_float
 from .._exceptions import XpgradValueError
-from ._common import Array, Tensor, apply, declare, is_xpgrad, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
 from .indexing import scatter_add, source_index
 
 __all__ = [
@@ -61,6 +62,7 @@ _broadcast_to = primitive(
     "broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape), save=(), view=True, chapter=_C
 )
 _broadcast_to.defvjp(lambda xp, g, ans, x, **kw: g)  # the engine sums the broadcast axes
+_broadcast_to.defjvp(linear_jvp(_broadcast_to))
 
 
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
@@ -79,6 +81,7 @@ _broadcast_arrays = primitive(
     "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, chapter=_C
 )
 _broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
+_broadcast_arrays.defjvp(rest=joint_linear_jvp(_broadcast_arrays))
 
 
 def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
@@ -90,6 +93,11 @@ def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
         >>> a.shape, b.shape
         ((2, 2), (2, 2))
     """
+    if not all(is_float((a.data if isinstance(a, Tensor) else a).dtype) for a in arrays):
+        # one joint node would make a boolean or integer output require grad along with the
+        # floating ones (array-api-extra broadcasts a mask with the values it selects)
+        shape = broadcast_shapes(*(tuple(a.shape) for a in arrays))
+        return tuple(broadcast_to(a, shape) for a in arrays)  # type: ignore[arg-type]  # (None sizes stay unknown)
     return apply(_broadcast_arrays, arrays, {})
 
 
@@ -133,6 +141,7 @@ def _reshape_fwd(xp: Any, x: Any, *, shape: tuple[int, ...], copy: bool | None =
 
 _reshape = primitive("reshape", _reshape_fwd, save=(), view=True, chapter=_C)
 _reshape.defvjp(_reshape_back)
+_reshape.defjvp(linear_jvp(_reshape))
 
 
 def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Array:
@@ -151,6 +160,7 @@ _expand_dims = primitive(
     "expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), save=(), view=True, chapter=_C
 )
 _expand_dims.defvjp(_reshape_back)
+_expand_dims.defjvp(linear_jvp(_expand_dims))
 
 
 def expand_dims(x: Array, /, axis: int) -> Array:
@@ -166,6 +176,7 @@ def expand_dims(x: Array, /, axis: int) -> Array:
 
 _squeeze = primitive("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), save=(), view=True, chapter=_C)
 _squeeze.defvjp(_reshape_back)
+_squeeze.defjvp(linear_jvp(_squeeze))
 
 
 def squeeze(x: Array, /, axis: int | tuple[int, ...]) -> Array:
@@ -192,6 +203,7 @@ _permute_dims = primitive(
     "permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes), save=(), view=True, chapter=_C
 )
 _permute_dims.defvjp(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)))
+_permute_dims.defjvp(linear_jvp(_permute_dims))
 
 
 def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
@@ -214,6 +226,7 @@ _moveaxis = primitive(
     chapter=_C,
 )
 _moveaxis.defvjp(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source))
+_moveaxis.defjvp(linear_jvp(_moveaxis))
 
 
 def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[int, ...], /) -> Array:
@@ -229,6 +242,7 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
 
 _flip = primitive("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), save=(), chapter=_C)
 _flip.defvjp(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis))
+_flip.defjvp(linear_jvp(_flip))
 
 
 def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
@@ -248,6 +262,7 @@ def _neg_shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
 
 _roll = primitive("roll", lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis), save=(), chapter=_C)
 _roll.defvjp(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis))
+_roll.defjvp(linear_jvp(_roll))
 
 
 def roll(x: Array, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ...] | None = None) -> Array:
@@ -281,6 +296,7 @@ def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 
 
 _concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), chapter=_C)
 _concat.defvjp(rest=_concat_vjp)
+_concat.defjvp(rest=joint_linear_jvp(_concat))
 
 
 def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) -> Array:
@@ -296,6 +312,7 @@ def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) 
 
 _stack = primitive("stack", lambda xp, *xs, axis=0: xp.stack(xs, axis=axis), save=(), chapter=_C)
 _stack.defvjp(rest=lambda xp, g, ans, i, *xs, axis=0: g[_along(_ax(axis, g.ndim), i)])
+_stack.defjvp(rest=joint_linear_jvp(_stack))
 
 
 def stack(arrays: tuple[Array, ...] | list[Array], /, *, axis: int = 0) -> Array:
@@ -323,6 +340,7 @@ _unstack = primitive(
     "unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(), multi=True, chapter=_C
 )
 _unstack.defvjp(_unstack_vjp)
+_unstack.defjvp(linear_jvp(_unstack))
 
 
 def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
@@ -363,6 +381,7 @@ def _repeat_fwd(xp: Any, x: Any, repeats: Any, *, axis: int | None = None) -> An
 
 _repeat = primitive("repeat", _repeat_fwd, save=(1,), chapter=_C)
 _repeat.defvjp(_repeat_vjp, None)
+_repeat.defjvp(linear_jvp(_repeat), None)
 
 
 def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Array:
@@ -393,6 +412,7 @@ def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]
 
 _tile = primitive("tile", lambda xp, x, *, repetitions: xp.tile(x, repetitions), save=(), chapter=_C)
 _tile.defvjp(_tile_vjp)
+_tile.defjvp(linear_jvp(_tile))
 
 
 def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
@@ -421,3 +441,4 @@ _to_device = primitive(
     chapter="array_object",
 )
 _to_device.defvjp(_to_device_vjp)
+_to_device.defjvp(linear_jvp(_to_device))

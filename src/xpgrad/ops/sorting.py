@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Array, apply, primitive
+from .._dtypes import is_float
+from ._common import Array, Tensor, apply, primitive
 from .indexing import _take_along_axis_fwd as _take_along
 
 __all__ = ["argsort", "sort"]
@@ -34,8 +35,12 @@ def _sort_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, descending: bool)
 # outputs (sorted values, permutation); the permutation is what the VJP needs
 _sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C)
 _sort.defvjp(_sort_vjp)
+# forward mode: the tangent in sorted order (the permutation's tangent is none)
+_sort.defjvp(lambda xp, t, ans, x, *, axis, descending: (_take_along(xp, t, ans[1], axis=axis), None))
 
 _argsort = primitive("argsort", lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, chapter=_C)
+# integer and boolean inputs have no gradient: the backend's own sort (torch cannot gather uint16)
+_sort_values = primitive("sort.values", lambda xp, x, **kw: xp.sort(x, **kw), nondiff=True, chapter="internal")
 
 
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
@@ -52,6 +57,8 @@ def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool 
         >>> x.grad
         Tensor([  1., 100.,  10.], dtype=float64, device=cpu)
     """
+    if not is_float((x.data if isinstance(x, Tensor) else x).dtype):
+        return apply(_sort_values, (x,), {"axis": axis, "descending": descending, "stable": True})
     return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from .._dtypes import to_backend
 from .._exceptions import XpgradValueError
 from . import elementwise as _ew
-from ._common import Array, apply, composite, conj, is_xpgrad, primitive
+from ._common import Array, apply, composite, conj, is_xpgrad, linear_jvp, primitive, reduction_jvp
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
@@ -57,6 +57,7 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
 
 _sum = primitive("sum", _sum_fwd, save=(), chapter=_C)
 _sum.defvjp(_sum_vjp)
+_sum.defjvp(linear_jvp(_sum))
 
 
 def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
@@ -66,6 +67,7 @@ def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: 
 
 _mean = primitive("mean", lambda xp, x, **kw: xp.mean(x, **kw), save=(), chapter=_C)
 _mean.defvjp(_mean_vjp)
+_mean.defjvp(linear_jvp(_mean))
 
 
 # ---------------------------------------------------------------- prod
@@ -104,6 +106,7 @@ def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any
 
 _prod = primitive("prod", _prod_fwd, save=(0,), chapter=_C)
 _prod.defvjp(_prod_vjp)
+_prod.defjvp(reduction_jvp(_prod_vjp))
 
 
 # ---------------------------------------------------------------- var, std
@@ -118,6 +121,7 @@ def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction:
 
 _var = primitive("var", lambda xp, x, **kw: xp.var(x, **kw), save=(0,), chapter=_C)
 _var.defvjp(_var_vjp)
+_var.defjvp(reduction_jvp(_var_vjp))
 
 composite("std", of="sqrt(var)")
 
@@ -137,8 +141,10 @@ def _extremum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdi
 
 _max = primitive("max", lambda xp, x, **kw: xp.max(x, **kw), save=(0,), save_ans=True, chapter=_C)
 _max.defvjp(_extremum_vjp)
+_max.defjvp(reduction_jvp(_extremum_vjp))
 _min = primitive("min", lambda xp, x, **kw: xp.min(x, **kw), save=(0,), save_ans=True, chapter=_C)
 _min.defvjp(_extremum_vjp)
+_min.defjvp(reduction_jvp(_extremum_vjp))
 
 
 # ---------------------------------------------------------------- cumulative_sum, cumulative_prod
@@ -165,6 +171,7 @@ def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = No
 
 _cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), chapter=_C)
 _cumsum.defvjp(_cumsum_vjp)
+_cumsum.defjvp(linear_jvp(_cumsum))
 
 
 def _cumprod_fwd(xp: Any, x: Any, *, axis: int, dtype: Any = None, include_initial: bool = False) -> Any:
@@ -205,8 +212,31 @@ def _cumprod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = N
     return xp.where(xp.logical_or(before, first), grad, rest)
 
 
+def _cumprod_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, dtype: Any = None,
+                 include_initial: bool = False) -> Any:
+    # y[k] = y[k-1] * x[k], so dy[k] = dy[k-1] * x[k] + y[k-1] * t[k]: exact with zeros in x
+    n = int(x.shape[axis])
+    lead = (slice(None),) * axis
+    off = 1 if include_initial else 0
+    dys: list[Any] = []
+    def at(k: int, j: int) -> tuple[Any, ...]:  # the index of elements k..j-1 along the axis
+        return (*lead, slice(k, j), ...)
+
+    for k in range(n):
+        tk = t[at(k, k + 1)]
+        if k == 0:
+            dys.append(tk)
+        else:
+            prev = ans[at(k - 1 + off, k + off)]
+            dys.append(dys[-1] * x[at(k, k + 1)] + prev * tk)
+    if include_initial:
+        dys.insert(0, xp.zeros_like(ans[at(0, 1)]))
+    return xp.concat(dys, axis=axis) if dys else xp.zeros_like(ans)
+
+
 _cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, chapter=_C)
 _cumprod.defvjp(_cumprod_vjp)
+_cumprod.defjvp(_cumprod_jvp)
 
 
 def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:

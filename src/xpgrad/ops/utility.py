@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Array, apply, primitive, zeros_like_shape
+from ._common import Array, apply, joint_linear_jvp, primitive, zeros_like_shape
 
 __all__ = ["all", "any", "diff"]
 
@@ -21,6 +21,9 @@ _any = primitive("any", lambda xp, x, **kw: xp.any(x, **kw), nondiff=True, chapt
 
 
 def _diff_fwd(xp: Any, x: Any, *ends: Any, axis: int, n: int, pre: bool, app: bool) -> Any:
+    if ends and n and {getattr(e, "ndim", -1) for e in ends} == {x.ndim}:  # (all is shadowed here)
+        # attach the ends ourselves: Dask's diff turns array ends into NumPy (a compute)
+        return xp.diff(xp.concat([*ends[:pre], x, *ends[pre:]], axis=axis), axis=axis, n=n)
     kw = {}
     if pre:
         kw["prepend"] = ends[0]
@@ -67,6 +70,7 @@ _diff.defvjp(
     lambda xp, g, ans, *args, **kw: _diff_part(xp, g, 0, *args, **kw),
     rest=lambda xp, g, ans, i, *args, **kw: _diff_part(xp, g, i, *args, **kw),
 )
+_diff.defjvp(rest=joint_linear_jvp(_diff))  # linear in x, prepend and append together
 
 
 def all(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001

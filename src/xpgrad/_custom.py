@@ -1,0 +1,383 @@
+"""User-defined derivative rules, in the JAX style: :class:`custom_vjp` and :class:`custom_jvp`.
+
+A decorated function runs as written until something differentiates it. Then:
+
+- ``custom_vjp``: reverse mode records one node whose VJP calls the user's
+  ``bwd(residuals, cotangent)``; ``fwd`` runs with recording on, so residuals that
+  depend on the inputs keep their history and ``bwd`` itself can be differentiated
+  (``grad`` of ``grad``). Forward mode differentiates ``fwd``'s own operations.
+- ``custom_jvp``: forward mode calls the user's ``jvp(primals, tangents)`` for the
+  innermost level (the primals still carry the outer levels, so the rule itself is
+  differentiated for those); reverse mode *transposes* that rule: the VJP is the
+  gradient of ``<g, jvp(primals, t)[1]>`` with respect to ``t``, taken on the tape.
+
+What a rule returns is checked (count, structure, shape, dtype, device) and a
+mismatch raises an error that names the rule.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ._dtypes import dtype_name, is_float
+from ._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .autograd._core import FWD_LEVELS, Primitive, _record
+from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
+from .autograd._tensor import Tensor, _wrap
+
+__all__ = ["custom_jvp", "custom_vjp"]
+
+
+def _fname(f: Any) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _tree() -> Any:
+    """The pytree helpers of :mod:`xpgrad.functional` (imported late: it imports this module)."""
+    from . import functional
+
+    return functional
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _data(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
+    """``got`` must be an array with ``like``'s shape, dtype and device."""
+    if not _is_array(got):
+        msg = f"{who} returned {type(got).__name__} for {what}; expected an array like {_fmt(like)}"
+        raise XpgradTypeError(msg)
+    g, l_ = _data(got), _data(like)
+    if tuple(g.shape) != tuple(l_.shape):
+        msg = f"{who} returned shape {tuple(g.shape)} for {what}; expected shape {tuple(l_.shape)}"
+        raise XpgradValueError(msg)
+    if g.dtype != l_.dtype:
+        msg = f"{who} returned dtype {dtype_name(g.dtype)} for {what}; expected dtype {dtype_name(l_.dtype)}"
+        raise XpgradTypeError(msg)
+    from ._dispatch import check_devices
+
+    check_devices(g, l_, func=who)
+
+
+def _fmt(x: Any) -> str:
+    d = _data(x)
+    return f"of shape {tuple(d.shape)} and dtype {dtype_name(d.dtype)}"
+
+
+def _zeros(like: Any, tensor: bool) -> Any:
+    from ._dispatch import backend_namespace
+
+    d = _data(like)
+    z = backend_namespace(d).zeros_like(d)
+    return _wrap(z) if tensor else z
+
+
+def _records(leaves: list[Any]) -> bool:
+    return GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a.requires_grad for a in leaves)
+
+
+class _Call:
+    """What one recorded call keeps for its backward: residuals or primals, and a cache
+    so that the user's rule runs once per backward pass, not once per argument."""
+
+    __slots__ = ("args", "g", "leaves", "owner", "pos", "res", "result", "struct")
+
+    def __init__(self, owner: Any, args: tuple[Any, ...], leaves: list[Any], pos: list[int], struct: Any,
+                 res: Any = None) -> None:
+        self.owner = owner
+        self.args = args
+        self.leaves = leaves
+        self.pos = pos  # which argument leaves are the node's inputs (the Tensors)
+        self.struct = struct  # the output's structure
+        self.res = res
+        self.g: Any = None
+        self.result: Any = None
+
+    def cotangents(self, xp: Any, g: Any, node_args: tuple[Any, ...]) -> list[Any]:
+        if self.result is not None and self.g is g:
+            return self.result
+        from .ops._common import is_xpgrad
+
+        graph = is_xpgrad(xp)
+        outs = _tree().leaves_of(self.struct)
+        gs = list(g) if isinstance(g, tuple) else [g]
+        gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
+              for gi, o in zip(gs, outs)]
+        ct = _tree().unflatten(self.struct, gs)
+        result = self.owner._pullback(self, ct, node_args, graph)
+        if not graph:
+            result = [None if r is None else _data(r) for r in result]
+        self.g, self.result = g, result
+        return result
+
+
+def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any, call: _Call) -> Any:
+    return call.cotangents(xp, g, args)[i]
+
+
+def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
+    """Record one node for the call: inputs the Tensor leaves, outputs ``out_leaves``' data."""
+    from ._dispatch import backend_namespace
+
+    ins = tuple(call.leaves[j] for j in call.pos)
+    datas = [a.data for a in ins]
+    outs = [_data(o) for o in out_leaves]
+    multi = len(outs) != 1
+    prim = Primitive(f"{owner.kind}({owner.__name__})", lambda xp, *a, **k: None, save=owner.save, multi=multi,
+                     chapter="internal")
+    prim.defvjp(rest=_rule)
+    xp = backend_namespace(*outs)
+    res = _record(prim, xp, ins, datas, {"call": call}, tuple(outs) if multi else outs[0])
+    res_leaves = list(res) if multi else [res]
+    if fw is not None:
+        for r, f in zip(res_leaves, fw):
+            r._fw = f
+    return _tree().unflatten(call.struct, res_leaves)
+
+
+class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
+    """A function with a user-defined VJP: ``f.defvjp(fwd, bwd)``.
+
+    ``fwd(*args)`` returns ``(out, residuals)``; ``bwd(residuals, cotangent)`` returns
+    a tuple with one cotangent per argument of ``f`` (None for a zero, or for a
+    non-array argument), each with its argument's structure, shape and dtype.
+    Complex cotangents follow PyTorch's convention (``g * conj(f'(z))``).
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> @xg.custom_vjp
+        ... def clip_gradient(x):
+        ...     return x
+        >>> def fwd(x):
+        ...     return x, None
+        >>> def bwd(res, g):
+        ...     xp = xg.array_namespace(g)
+        ...     return (xp.clip(g, -1.0, 1.0),)
+        >>> clip_gradient.defvjp(fwd, bwd)
+        >>> xg.grad(lambda x: xg.sum(clip_gradient(x) * 5.0))(np.array([1.0, 2.0]))
+        array([1., 1.])
+    """
+
+    kind = "custom_vjp"
+    save = ()
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fun)
+        self.__name__: str = _fname(fun)
+        self.fun = fun
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        """Set the rules: ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, g) -> tuple``."""
+        self.fwd = fwd
+        self.bwd = bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fwd is None or self.bwd is None:
+            msg = f"custom_vjp {self.__name__}: no rule defined; call {self.__name__}.defvjp(fwd, bwd) first"
+            raise XpgradRuntimeError(msg)
+        t = _tree()
+        leaves = t.leaves_of(args)
+        if not _records(leaves):
+            return self.fun(*args)
+        who = f"custom_vjp {self.__name__}: the fwd rule {_fname(self.fwd)}"
+        res = self.fwd(*args)
+        if not (isinstance(res, tuple) and len(res) == 2):
+            msg = f"{who} must return an (output, residuals) pair, got {type(res).__name__}"
+            raise XpgradTypeError(msg)
+        out, residuals = res
+        out_leaves = t.leaves_of(out)
+        for k, o in enumerate(out_leaves):
+            if not _is_array(o):
+                msg = f"{who} returned {type(o).__name__} as output {k}; expected arrays"
+                raise XpgradTypeError(msg)
+        pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
+        call = _Call(self, args, leaves, pos, out, residuals)
+        fw = [o._fw if isinstance(o, Tensor) else None for o in out_leaves]
+        return _record_call(self, call, out_leaves, fw)
+
+    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
+        assert self.bwd is not None  # noqa: S101 - checked in __call__
+        who = f"custom_vjp {self.__name__}: the bwd rule {_fname(self.bwd)}"
+        if graph:
+            got = self.bwd(call.res, ct)
+        else:
+            with no_grad():
+                got = self.bwd(call.res, ct)
+        return _check_cotangents(got, call, who)
+
+
+def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
+    """Validate a per-argument tuple of cotangents; return those of the node's inputs."""
+    t = _tree()
+    args = call.args
+    if not isinstance(got, (tuple, list)) or len(got) != len(args):
+        n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
+        msg = f"{who} must return a tuple with one cotangent per argument ({len(args)}), got {n}"
+        raise XpgradTypeError(msg)
+    flat: list[Any] = []
+    for k, (a, g) in enumerate(zip(args, got)):
+        n = len(t.leaves_of(a))
+        if g is None:
+            flat.extend([None] * n)
+            continue
+        gl = t.leaves_of(t.map2(lambda x, y: y, a, g, who, f"argument {k} and its cotangent"))
+        for j, (x, y) in enumerate(zip(t.leaves_of(a), gl)):
+            if y is None or not _is_array(x):
+                flat.append(None)
+                continue
+            _check_leaf(y, x, who, f"argument {k}" + (f" (leaf {j})" if n > 1 else ""))
+            flat.append(y)
+    return [flat[j] for j in call.pos]
+
+
+class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
+    """A function with a user-defined JVP: ``@f.defjvp`` on ``jvp(primals, tangents)``.
+
+    The rule receives the tuple of arguments and the tuple of their tangents (zeros
+    for arguments without one) and returns ``(out, tangent_out)``, ``tangent_out``
+    with ``out``'s structure, shapes and dtypes and linear in the tangents. Reverse
+    mode uses the transposed rule, so one rule serves ``jvp``, ``grad`` and their
+    compositions.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> @xg.custom_jvp
+        ... def log1pexp(x):
+        ...     xp = xg.array_namespace(x)
+        ...     return xp.log(1.0 + xp.exp(x))
+        >>> @log1pexp.defjvp
+        ... def log1pexp_jvp(primals, tangents):
+        ...     (x,), (t,) = primals, tangents
+        ...     xp = xg.array_namespace(x)
+        ...     return log1pexp(x), t * (1.0 - 1.0 / (1.0 + xp.exp(x)))
+        >>> xg.grad(lambda x: xg.sum(log1pexp(x)))(np.array([0.0]))
+        array([0.5])
+        >>> xg.jvp(log1pexp, (np.array([0.0]),), (np.array([2.0]),))[1]
+        array([1.])
+    """
+
+    kind = "custom_jvp"
+    save = None  # the transposed rule needs the primals
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fun)
+        self.__name__: str = _fname(fun)
+        self.fun = fun
+        self.jvp: Callable[..., Any] | None = None
+
+    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
+        """Set the rule ``jvp(primals, tangents) -> (out, tangent_out)``; usable as a decorator."""
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any) -> Any:
+        if self.jvp is None:
+            msg = f"custom_jvp {self.__name__}: no rule defined; decorate one with @{self.__name__}.defjvp first"
+            raise XpgradRuntimeError(msg)
+        t = _tree()
+        leaves = t.leaves_of(args)
+        active = FWD_LEVELS.get()
+        levels = {lv for a in leaves if isinstance(a, Tensor) and a._fw for lv in a._fw if lv in active}
+        if levels:
+            return self._forward(args, leaves, max(levels), active)
+        if not _records(leaves):
+            return self.fun(*args)
+        with no_grad():
+            out = self.fun(*[t.tree_map(lambda a: _wrap(a.data) if isinstance(a, Tensor) else a, x) for x in args])
+        out_leaves = t.leaves_of(out)
+        pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
+        call = _Call(self, args, leaves, pos, out)
+        return _record_call(self, call, out_leaves, None)
+
+    def _run_rule(self, primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any, str]:
+        assert self.jvp is not None  # noqa: S101 - checked in __call__
+        who = f"custom_jvp {self.__name__}: the jvp rule {_fname(self.jvp)}"
+        res = self.jvp(primals, tangents)
+        if not (isinstance(res, tuple) and len(res) == 2):
+            msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
+            raise XpgradTypeError(msg)
+        out, tout = res
+        t = _tree()
+        pairs = t.leaves_of(t.map2(lambda o, d: t._Pair((o, d)), out, tout, who, "the output and its tangent"))
+        for k, (o, d) in enumerate(pairs):
+            if not _is_array(o):
+                msg = f"{who} returned {type(o).__name__} as output {k}; expected arrays"
+                raise XpgradTypeError(msg)
+            _check_leaf(d, o, who, f"the tangent of output {k}")
+        return out, tout, who
+
+    def _forward(self, args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
+        """Apply the rule for ``level``; the outer levels differentiate the rule itself."""
+        t = _tree()
+
+        def tangent(a: Any) -> Any:
+            if isinstance(a, Tensor):
+                v = a._fw.get(level) if a._fw else None
+                if v is None:
+                    return _zeros(a, True)
+                return v if isinstance(v, Tensor) else _wrap(v)
+            return _zeros(a, False) if _is_array(a) else 0.0
+
+        tangents = tuple(t.tree_map(tangent, a) for a in args)
+        token = FWD_LEVELS.set(tuple(lv for lv in active if lv < level))
+        try:
+            out, tout, _ = self._run_rule(tuple(args), tangents)
+        finally:
+            FWD_LEVELS.reset(token)
+
+        def attach(pair: Any) -> Any:
+            o, d = pair
+            o = o if isinstance(o, Tensor) else _wrap(o)
+            r = _wrap(o.data, o._node, o._oidx, o._version)
+            r.requires_grad = o.requires_grad
+            if is_float(o.data.dtype):
+                r._fw = {**(o._fw or {}), level: d}
+            return r
+
+        return t.map2(lambda o, d: attach((o, d)), out, tout, "custom_jvp", "outputs")
+
+    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
+        """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape."""
+        from .autograd._engine import _engine_call, _seed
+
+        t = _tree()
+        leaves = list(call.leaves)
+        for j, a in zip(call.pos, node_args):
+            leaves[j] = a if isinstance(a, Tensor) else _wrap(a)
+        primals = t.unflatten(call.args, leaves)
+        dummies = [
+            _wrap(_zeros(a, False)).requires_grad_() if isinstance(a, Tensor) and is_float(a.data.dtype) else
+            (_zeros(a, True) if _is_array(a) else 0.0)
+            for a in leaves
+        ]
+        tangents = t.unflatten(call.args, dummies)
+        with enable_grad():
+            _, tout, _who = self._run_rule(tuple(primals), tuple(tangents))
+        touts = t.leaves_of(tout)
+        cts = t.leaves_of(ct)
+        live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
+        live = [(o, c) for o, c in live if o.requires_grad]
+        targets = [dummies[j] for j in call.pos]
+        diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]
+        if not live or not diff:
+            return [None] * len(call.pos)
+        seeds = [_seed(o, c, "custom_jvp") for o, c in live]
+        res = _engine_call([o for o, _ in live], seeds, graph, graph, diff, "custom_jvp")
+        it = iter(res)
+        out = []
+        for d in targets:
+            if isinstance(d, Tensor) and d.requires_grad:
+                r = next(it)
+                out.append(None if r is None else (r if isinstance(r, Tensor) else _wrap(r)))
+            else:
+                out.append(None)
+        return out

@@ -37,7 +37,7 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 
 LINALG = (
-    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "matmul", "matrix_norm",
     "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve",
     "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
 )

@@ -21,6 +21,7 @@ _C = "linear_algebra"
 # ---------------------------------------------------------------- matrix_transpose
 _matrix_transpose = primitive("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), save=(), view=True, chapter=_C)
 _matrix_transpose.defvjp(lambda xp, g, ans, x: xp.matrix_transpose(g))
+_matrix_transpose.defjvp(lambda xp, t, ans, x: xp.matrix_transpose(t))
 
 
 def matrix_transpose(x: Array, /) -> Array:
@@ -61,6 +62,7 @@ def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
 
 _matmul = primitive("matmul", lambda xp, x1, x2: xp.matmul(x1, x2), chapter=_C)
 _matmul.defvjp(_matmul_vjp_x1, _matmul_vjp_x2)
+_matmul.defjvp(lambda xp, t, ans, x1, x2: xp.matmul(t, x2), lambda xp, t, ans, x1, x2: xp.matmul(x1, t))
 
 
 def matmul(x1: Array, x2: Array, /) -> Array:
@@ -121,6 +123,10 @@ def _tensordot_fwd(xp: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
 
 _tensordot = primitive("tensordot", _tensordot_fwd, chapter=_C)
 _tensordot.defvjp(_tensordot_vjp_x1, _tensordot_vjp_x2)
+_tensordot.defjvp(
+    lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, t, x2, axes=axes),
+    lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, x1, t, axes=axes),
+)
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Array:
@@ -156,6 +162,11 @@ def _vecdot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axis: int = -
 
 _vecdot = primitive("vecdot", lambda xp, x1, x2, *, axis=-1: xp.vecdot(x1, x2, axis=axis), chapter=_C)
 _vecdot.defvjp(_vecdot_vjp_x1, _vecdot_vjp_x2)
+# vecdot conjugates x1, so x1's tangent enters conjugated: the real directional derivative
+_vecdot.defjvp(
+    lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(t, x2, axis=axis),
+    lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(x1, t, axis=axis),
+)
 
 
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:

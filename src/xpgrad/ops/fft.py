@@ -1,0 +1,442 @@
+"""The ``fft`` extension: discrete Fourier transforms and their VJP and JVP rules.
+
+Every transform is linear, so its JVP is the same transform of the tangent and
+its VJP is the adjoint transform of the cotangent (PyTorch's convention: for a
+linear ``A``, the VJP is ``A^H g``, its real part for a real input). The adjoint
+of a complex transform is the opposite transform with the ``norm`` swapped
+(``backward`` <-> ``forward``, ``ortho`` stays): ``fft(x, norm="backward")`` has
+the adjoint ``n * ifft(g, norm="backward") == ifft(g, norm="forward")``. The
+zero-padding or trimming of ``n``/``s`` has the trimming or zero-padding back to
+the input's length as adjoint.
+
+The real transforms need one more step. ``rfft`` keeps half of a full ``fft``:
+its adjoint zero-pads the cotangent to the full length, applies the adjoint
+``ifft`` and keeps the real part. ``irfft`` extends its half-spectrum input by
+conjugate symmetry, so each bin other than the zero-frequency (DC) bin and, for
+an even length, the Nyquist bin, appears twice in the output: its adjoint is an
+``rfft`` whose other bins are doubled (as PyTorch's ``fft_c2r_backward`` and
+JAX's ``_irfft_transpose``). Like every backend, ``irfft`` ignores the imaginary
+parts of the DC and Nyquist bins, so their gradient is zero. ``hfft`` is
+``irfft`` of the conjugate input and ``ihfft`` the conjugate of ``rfft``, with
+the ``norm`` swapped; their rules follow. ``fftshift``/``ifftshift`` are
+permutations: each is the other's adjoint. ``fftfreq``/``rfftfreq`` create
+arrays from Python numbers and have no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from .._exceptions import XpgradValueError
+from ._common import Array, Tensor, apply, declare, primitive, zeros_like_shape
+from .creation import _create, _dt, _float_default, _where
+
+__all__ = [
+    "fft",
+    "fftfreq",
+    "fftn",
+    "fftshift",
+    "hfft",
+    "ifft",
+    "ifftn",
+    "ifftshift",
+    "ihfft",
+    "irfft",
+    "irfftn",
+    "rfft",
+    "rfftfreq",
+    "rfftn",
+]
+
+_C = "fft"
+
+Norm = Literal["backward", "ortho", "forward"]
+
+#: the norm of the adjoint transform
+_SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+# ---------------------------------------------------------------- helpers
+def _check_norm(func: str, norm: Any) -> str:
+    if norm not in _SWAP:
+        msg = f"{func}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}"
+        raise XpgradValueError(msg)
+    return norm  # type: ignore[no-any-return]
+
+
+def _nd_params(func: str, x: Any, s: Sequence[int] | None, axes: Sequence[int] | None,
+               c2r: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Explicit ``(s, axes)`` for an n-dimensional transform (so backends never see
+    defaults or ``-1``): no axes means all axes (and then ``s`` must be None, as the
+    standard says); ``s[i] == -1`` or no ``s`` means the input's length,
+    ``2 * (m - 1)`` for the last axis of a complex-to-real transform."""
+    shape = tuple(x.shape)
+    nd = len(shape)
+    if axes is None:
+        if s is not None:
+            msg = f"{func}: s={tuple(s)} needs axes (the standard leaves no default for them)"
+            raise XpgradValueError(msg)
+        ax = tuple(range(nd))
+    else:
+        ax = tuple(axes)
+        bad = [a for a in ax if not -nd <= a < nd]
+        if bad:
+            msg = f"{func}: axes {ax} out of range for an array of {nd} dimensions"
+            raise XpgradValueError(msg)
+        ax = tuple(a % nd for a in ax)
+        if len(set(ax)) != len(ax):
+            msg = f"{func}: axes must be distinct, got {tuple(axes)}"
+            raise XpgradValueError(msg)
+    if s is None:
+        s = [-1] * len(ax)
+    elif len(s) != len(ax):
+        msg = f"{func}: s and axes must have the same length, got s={tuple(s)} and axes={ax}"
+        raise XpgradValueError(msg)
+    sizes = [int(n) for n in s]
+    for i, a in enumerate(ax):
+        if sizes[i] == -1:
+            sizes[i] = 2 * (int(shape[a]) - 1) if c2r and i == len(ax) - 1 else int(shape[a])
+    return tuple(sizes), ax
+
+
+def _along(axis: int, start: int | None, stop: int | None) -> tuple[Any, ...]:
+    """The index of ``start:stop`` along ``axis``."""
+    return (*(slice(None),) * axis, slice(start, stop), ...)
+
+
+def _resize(xp: Any, a: Any, axis: int, length: int) -> Any:
+    """``a`` trimmed or zero-padded at the end to ``length`` along ``axis``."""
+    have = int(a.shape[axis])
+    if have == length:
+        return a
+    if have > length:
+        return a[_along(axis, 0, length)]
+    shape = tuple(length - have if i == axis else int(d) for i, d in enumerate(a.shape))
+    return xp.concat([a, zeros_like_shape(xp, a, shape)], axis=axis)
+
+
+def _resize_to(xp: Any, a: Any, axes: Sequence[int], shape: Sequence[int]) -> Any:
+    for ax in axes:
+        a = _resize(xp, a, ax, int(shape[ax]))
+    return a
+
+
+def _double(xp: Any, a: Any, axis: int, n: int) -> Any:
+    """Double the half-spectrum bins of a length-``n`` real signal that stand for two
+    bins of the full spectrum: all but DC and (``n`` even) Nyquist."""
+    d = n - (n // 2 + 1)
+    if d <= 0:
+        return a
+    parts = [a[_along(axis, 0, 1)], 2 * a[_along(axis, 1, 1 + d)]]
+    if int(a.shape[axis]) > 1 + d:
+        parts.append(a[_along(axis, 1 + d, None)])
+    return xp.concat(parts, axis=axis)
+
+
+def _ax(x: Any, axis: int) -> int:
+    return axis % len(x.shape)
+
+
+# ---------------------------------------------------------------- complex-to-complex
+def _fft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    ax = _ax(x, axis)
+    return _resize(xp, xp.fft.ifft(g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
+
+
+def _ifft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    ax = _ax(x, axis)
+    return _resize(xp, xp.fft.fft(g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
+
+
+def _fftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
+    return _resize_to(xp, xp.fft.ifftn(g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
+
+
+def _ifftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
+    return _resize_to(xp, xp.fft.fftn(g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
+
+
+# ---------------------------------------------------------------- real-to-complex and back
+def _rfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    ax = _ax(x, axis)
+    m = int(x.shape[ax]) if n is None else n
+    # zero-pad the half spectrum to the full one (ifft's n), adjoint of the full fft
+    full = xp.fft.ifft(g, n=m, axis=ax, norm=_SWAP[norm])
+    return _resize(xp, xp.real(full), ax, int(x.shape[ax]))
+
+
+def _irfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    ax = _ax(x, axis)
+    m = 2 * (int(x.shape[ax]) - 1) if n is None else n
+    half = _double(xp, xp.fft.rfft(g, axis=ax, norm=_SWAP[norm]), ax, m)
+    return _resize(xp, half, ax, int(x.shape[ax]))
+
+
+def _hfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    # hfft(x) = irfft(conj(x)) with the norm swapped: the conjugate of irfft's rule
+    ax = _ax(x, axis)
+    m = 2 * (int(x.shape[ax]) - 1) if n is None else n
+    half = _double(xp, xp.fft.ihfft(g, axis=ax, norm=_SWAP[norm]), ax, m)
+    return _resize(xp, half, ax, int(x.shape[ax]))
+
+
+def _ihfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
+    # ihfft(x) = conj(rfft(x)) with the norm swapped: rfft's rule on conj(g), whose
+    # real part is that of the fft with the norm swapped back
+    ax = _ax(x, axis)
+    m = int(x.shape[ax]) if n is None else n
+    full = xp.fft.fft(g, n=m, axis=ax, norm=_SWAP[norm])
+    return _resize(xp, xp.real(full), ax, int(x.shape[ax]))
+
+
+def _rfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
+    full = xp.fft.ifftn(g, s=s, axes=axes, norm=_SWAP[norm])  # s pads the half axis
+    return _resize_to(xp, xp.real(full), axes, x.shape)
+
+
+def _irfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
+    half = _double(xp, xp.fft.rfftn(g, axes=axes, norm=_SWAP[norm]), axes[-1], s[-1])
+    return _resize_to(xp, half, axes, x.shape)
+
+
+def _transform(name: str, vjp: Any) -> Any:
+    """A linear transform ``xp.fft.<name>``: the backend's forward, the same transform
+    of the tangent as JVP, the adjoint as VJP (only the input's shape is kept)."""
+
+    def fwd(xp: Any, x: Any, **kw: Any) -> Any:
+        return getattr(xp.fft, name)(x, **kw)
+
+    p = primitive(name, fwd, save=(), chapter=_C)
+    p.defvjp(vjp)
+    p.defjvp(lambda xp, t, ans, x, **kw: getattr(xp.fft, name)(t, **kw))
+    return p
+
+
+_fft = _transform("fft", _fft_vjp)
+_ifft = _transform("ifft", _ifft_vjp)
+_fftn = _transform("fftn", _fftn_vjp)
+_ifftn = _transform("ifftn", _ifftn_vjp)
+_rfft = _transform("rfft", _rfft_vjp)
+_irfft = _transform("irfft", _irfft_vjp)
+_rfftn = _transform("rfftn", _rfftn_vjp)
+_irfftn = _transform("irfftn", _irfftn_vjp)
+_hfft = _transform("hfft", _hfft_vjp)
+_ihfft = _transform("ihfft", _ihfft_vjp)
+
+_fftshift = _transform("fftshift", lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes))
+_ifftshift = _transform("ifftshift", lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes))
+
+
+# ---------------------------------------------------------------- the namespace functions
+def fft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The one-dimensional discrete Fourier transform of a complex array.
+
+    ``n`` trims or zero-pads ``x`` along ``axis`` first; ``norm="backward"`` leaves the
+    forward transform unscaled, ``"ortho"`` scales it by ``1/sqrt(n)``, ``"forward"``
+    by ``1/n``. Differentiable (the VJP is the adjoint ``ifft``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.fft(xg.asarray([1.0, 0.0, 0.0, 0.0], dtype=xg.complex128))
+        Tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex128, device=cpu)
+        >>> xg.fft.fft(xg.asarray([1.0, 1.0], dtype=xg.complex128), n=4, norm="forward")
+        Tensor([0.5 +0.j  , 0.25-0.25j, 0.  +0.j  , 0.25+0.25j], dtype=complex128, device=cpu)
+    """
+    return apply(_fft, (x,), {"n": n, "axis": axis, "norm": _check_norm("fft", norm)})
+
+
+def ifft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The one-dimensional inverse discrete Fourier transform of a complex array.
+
+    ``norm="backward"`` scales by ``1/n``, ``"ortho"`` by ``1/sqrt(n)``, ``"forward"``
+    not at all. Differentiable (the VJP is the adjoint ``fft``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.ifft(xg.asarray([4.0, 0.0, 0.0, 0.0], dtype=xg.complex128))
+        Tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex128, device=cpu)
+    """
+    return apply(_ifft, (x,), {"n": n, "axis": axis, "norm": _check_norm("ifft", norm)})
+
+
+def fftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+         norm: Norm = "backward") -> Array:
+    """The n-dimensional discrete Fourier transform of a complex array over ``axes``.
+
+    ``s`` trims or zero-pads each axis of ``axes`` first (``-1``: keep its length);
+    without ``axes`` (and then without ``s``) the transform runs over all axes.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.fftn(xg.ones((2, 2), dtype=xg.complex128))
+        Tensor([[4.+0.j, 0.+0.j],
+                [0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
+    """
+    s_, axes_ = _nd_params("fftn", x, s, axes)
+    return apply(_fftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("fftn", norm)})
+
+
+def ifftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: Norm = "backward") -> Array:
+    """The n-dimensional inverse discrete Fourier transform of a complex array over ``axes``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.ifftn(xg.ones((2, 2), dtype=xg.complex128))
+        Tensor([[1.+0.j, 0.+0.j],
+                [0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
+    """
+    s_, axes_ = _nd_params("ifftn", x, s, axes)
+    return apply(_ifftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("ifftn", norm)})
+
+
+def rfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The one-dimensional discrete Fourier transform of a real array: the
+    ``n // 2 + 1`` non-negative frequencies.
+
+    The gradient is real: the real part of the adjoint of the full transform.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.fft.rfft(xg.asarray([1.0, 2.0, 3.0, 4.0]))
+        Tensor([10.+0.j, -2.+2.j, -2.+0.j], dtype=complex128, device=cpu)
+        >>> xg.grad(lambda x: xg.sum(xg.real(xg.fft.rfft(x))))(np.array([1.0, 2.0, 3.0, 4.0]))
+        array([3., 0., 1., 0.])
+    """
+    return apply(_rfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("rfft", norm)})
+
+
+def irfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The inverse of :func:`rfft`: a real signal of length ``n`` (default
+    ``2 * (m - 1)``) from the ``m`` non-negative frequencies in ``x``.
+
+    The imaginary parts of the zero-frequency bin and (``n`` even) of the Nyquist bin
+    are ignored, so their gradient is zero; the other bins stand for two bins of the
+    full spectrum, so their gradient counts twice (PyTorch's convention).
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.fft.irfft(xg.asarray([4.0, 0.0, 0.0], dtype=xg.complex128))
+        Tensor([1., 1., 1., 1.], dtype=float64, device=cpu)
+        >>> xg.grad(lambda x: xg.fft.irfft(x)[0])(np.array([4.0, 0.0, 0.0], dtype=complex))
+        array([0.25+0.j, 0.5 +0.j, 0.25+0.j])
+    """
+    return apply(_irfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("irfft", norm)})
+
+
+def rfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: Norm = "backward") -> Array:
+    """The n-dimensional discrete Fourier transform of a real array; the last axis
+    of ``axes`` keeps its ``s[-1] // 2 + 1`` non-negative frequencies.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.rfftn(xg.ones((2, 4)))
+        Tensor([[8.+0.j, 0.+0.j, 0.+0.j],
+                [0.+0.j, 0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
+    """
+    s_, axes_ = _nd_params("rfftn", x, s, axes)
+    return apply(_rfftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("rfftn", norm)})
+
+
+def irfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+           norm: Norm = "backward") -> Array:
+    """The inverse of :func:`rfftn`: a real array; the last axis of ``axes`` gets
+    length ``s[-1]`` (default ``2 * (m - 1)``). Gradient as for :func:`irfft`.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.irfftn(xg.asarray([[8.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=xg.complex128))
+        Tensor([[1., 1., 1., 1.],
+                [1., 1., 1., 1.]], dtype=float64, device=cpu)
+    """
+    s_, axes_ = _nd_params("irfftn", x, s, axes, c2r=True)
+    return apply(_irfftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("irfftn", norm)})
+
+
+def hfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The discrete Fourier transform of a signal with Hermitian symmetry, given by
+    its first half ``x``: a real array of length ``n`` (default ``2 * (m - 1)``).
+
+    Gradient as for :func:`irfft`, conjugated (``hfft(x)`` is ``irfft(conj(x))``
+    with the norm swapped).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.hfft(xg.asarray([1.0, 0.0, 0.0], dtype=xg.complex128))
+        Tensor([1., 1., 1., 1.], dtype=float64, device=cpu)
+    """
+    return apply(_hfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("hfft", norm)})
+
+
+def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
+    """The inverse of :func:`hfft`: the first ``n // 2 + 1`` bins of the inverse
+    transform of a real array.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.ihfft(xg.asarray([1.0, 1.0, 1.0, 1.0]))
+        Tensor([1.-0.j, 0.-0.j, 0.-0.j], dtype=complex128, device=cpu)
+    """
+    return apply(_ihfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("ihfft", norm)})
+
+
+def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
+    """Move the zero-frequency term to the center of ``axes`` (all axes by default).
+
+    Differentiable: the VJP is :func:`ifftshift`.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.fftshift(xg.fft.fftfreq(5))
+        Tensor([-0.4, -0.2,  0. ,  0.2,  0.4], dtype=float64, device=cpu)
+    """
+    return apply(_fftshift, (x,), {"axes": axes})
+
+
+def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
+    """The inverse of :func:`fftshift` (they differ for odd lengths).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.ifftshift(xg.asarray([-0.4, -0.2, 0.0, 0.2, 0.4]))
+        Tensor([ 0. ,  0.2,  0.4, -0.4, -0.2], dtype=float64, device=cpu)
+    """
+    return apply(_ifftshift, (x,), {"axes": axes})
+
+
+# ---------------------------------------------------------------- creation
+def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
+    """The sample frequencies of :func:`fft` for a signal of ``n`` samples spaced ``d``.
+
+    A creation function (no gradient) on the policy's namespace and device, or
+    ``device``; floating of ``dtype``, by default the policy's floating dtype.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.fftfreq(4)
+        Tensor([ 0.  ,  0.25, -0.5 , -0.25], dtype=float64, device=cpu)
+        >>> xg.fft.fftfreq(4, d=0.5, dtype=xg.float32)
+        Tensor([ 0. ,  0.5, -1. , -0.5], dtype=float32, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("fftfreq", xp, dev, dt, xp.fft.fftfreq, n, d=d)
+
+
+def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
+    """The sample frequencies of :func:`rfft` (the ``n // 2 + 1`` non-negative ones).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.fft.rfftfreq(4)
+        Tensor([0.  , 0.25, 0.5 ], dtype=float64, device=cpu)
+    """
+    p, xp, dev = _where(device)
+    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    return _create("rfftfreq", xp, dev, dt, xp.fft.rfftfreq, n, d=d)
+
+
+declare("fftfreq", "creates an array from Python numbers: no array input")
+declare("rfftfreq", "creates an array from Python numbers: no array input")

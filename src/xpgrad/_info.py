@@ -9,9 +9,10 @@ xpgrad dtypes (``{"float32": xpgrad.float32, ...}``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from ._backends import namespace_devices, resolve_device
+from ._backends import LIBRARIES, namespace_devices, resolve_device
 from ._dtypes import DTYPES, complex_dtype, dtype_name
 from ._policy import DevicePolicy, current_policy
 
@@ -48,6 +49,23 @@ class Info:
             return self._policy.device
         return resolve_device(self._policy.xp, device)
 
+    def _for(self, device: Any) -> tuple[Any, Any]:
+        """The backend info object and device to ask about ``device``.
+
+        A device object of another library than the policy's (the ``.device`` of a
+        Tensor over it, which code that received the Tensor passes back) is answered
+        by that library, among the ones already imported.
+        """
+        if device is None or isinstance(device, str):
+            return self._backend, self._device(device)
+        if device in namespace_devices(self._policy.xp):
+            return self._backend, device
+        for module, _, _ in LIBRARIES.values():
+            ns = sys.modules.get(module)
+            if ns is not None and ns is not self._policy.xp and device in namespace_devices(ns):
+                return ns.__array_namespace_info__(), device
+        return self._backend, self._device(device)
+
     def capabilities(self) -> dict[str, Any]:
         """The backend's capabilities (``"boolean indexing"``, ``"data-dependent shapes"``, ...).
 
@@ -81,7 +99,8 @@ class Info:
             >>> xg.__array_namespace_info__().default_dtypes()["integral"]
             xpgrad.int64
         """
-        out = {k: DTYPES[dtype_name(v)] for k, v in self._backend.default_dtypes(device=self._device(device)).items()}
+        info, dev = self._for(device)
+        out = {k: DTYPES[dtype_name(v)] for k, v in info.default_dtypes(device=dev).items()}
         if self._policy.dtype is not None:
             out["real floating"] = DTYPES[self._policy.dtype]
             out["complex floating"] = DTYPES[complex_dtype(self._policy.dtype)]
@@ -106,7 +125,8 @@ class Info:
             >>> xg.__array_namespace_info__().dtypes(kind="real floating")
             {'float32': xpgrad.float32, 'float64': xpgrad.float64}
         """
-        found = self._backend.dtypes(device=self._device(device), kind=kind)
+        info, dev = self._for(device)
+        found = info.dtypes(device=dev, kind=kind)
         return {name: DTYPES[name] for name in found}
 
 

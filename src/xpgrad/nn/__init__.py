@@ -10,8 +10,27 @@ from __future__ import annotations
 
 from . import functional, init, utils
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Sequential
-from .layers import Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, Unflatten
+from .layers import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Bilinear,
+    Conv1d,
+    Conv2d,
+    ConvTranspose2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    GroupNorm,
+    Identity,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    Unflatten,
+)
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -28,7 +47,9 @@ from .parameter import Parameter
 
 __all__ = [
     "Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
-    "Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Embedding", "LayerNorm",
+    "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding", "LayerNorm",
+    "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
+    "BatchNorm1d", "BatchNorm2d", "GroupNorm", "MultiheadAttention",
     "ReLU", "LeakyReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "ELU", "Softmax", "LogSoftmax",
     "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss",

@@ -19,11 +19,15 @@ import xpgrad as xg
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
-from ..autograd._core import apply, primitive
 from ..autograd._tensor import Tensor
+from ..special import erf
+from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
+from .normalization import batch_norm, group_norm
 
 __all__ = [
-    "linear", "dropout", "embedding", "layer_norm", "one_hot",
+    "linear", "bilinear", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "one_hot",
+    "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
+    "scaled_dot_product_attention", "multi_head_attention_forward",
     "relu", "leaky_relu", "gelu", "silu", "tanh", "sigmoid", "softplus", "elu", "softmax", "log_softmax",
     "logsigmoid",
     "mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
@@ -85,63 +89,6 @@ def _softplus0(z: Any) -> Any:
     return 0.5 * (z + a) + xg.log1p(xg.exp(-a))
 
 
-# ---------------------------------------------------------------------- erf
-# erf is not in the array API standard. For |x| < 0.5 its Taylor series; otherwise
-# erfc(z) = t * exp(-z^2 + h(2t - 1)), t = 2 / (2 + z), with h a Chebyshev series fitted
-# (28 terms, mpmath reference) to relative error < 5e-16 in erf on [0.5, 10]; erf(10) == 1.
-_ERFC_CHEB = (
-    -0.6513268598908547, 0.6419697923564902, 0.019476473204185836, -0.009561514786808632,
-    -0.0009465953444820369, 0.00036683949785276145, 4.252332480690777e-05, -2.0278578112534242e-05,
-    -1.6242900046470256e-06, 1.3036558355805232e-06, 1.5626441722066142e-08, -8.523809591492654e-08,
-    6.5290544390988515e-09, 5.0593434955514685e-09, -9.913641564930322e-10, -2.2736512229318417e-10,
-    9.646791102014962e-11, 2.394038083065756e-12, -6.886027526536277e-12, 8.944879271730368e-13,
-    3.130921408127142e-13, -1.1270822525221733e-13, 3.8108713588528985e-16, 7.106125536922576e-15,
-    -1.5230878975373303e-15, -9.464871412184462e-17, 1.218683266906788e-16, -3.0494735135424696e-17,
-)
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def _erf_fwd(xp: Any, x: Any) -> Any:
-    x2 = x * x
-    term = x
-    series = x
-    for n in range(1, 14):
-        term = term * (-x2) / n
-        series = series + term / (2 * n + 1)
-    small = series * _TWO_OVER_SQRT_PI
-    a = xp.abs(x)
-    z = xp.clip(a, 0.5, 10.0)
-    t = 2.0 / (2.0 + z)
-    u2 = 2.0 * (2.0 * t - 1.0)
-    b1 = b2 = 0.0 * z
-    for c in _ERFC_CHEB[:0:-1]:
-        b1, b2 = u2 * b1 - b2 + c, b1
-    h = 0.5 * u2 * b1 - b2 + _ERFC_CHEB[0]
-    big = 1.0 - t * xp.exp(h - z * z)
-    big = xp.where(x < 0, -big, big)
-    return xp.where(a < 0.5, small, big)
-
-
-def _erf_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
-    xc = xp.clip(x, -30.0, 30.0)  # beyond, exp(-x^2) is 0 anyway; avoids overflow of x*x
-    return g * (_TWO_OVER_SQRT_PI * xp.exp(-(xc * xc)))
-
-
-_erf = primitive("nn.erf", _erf_fwd, save=(0,), chapter="internal")
-_erf.defvjp(_erf_vjp)
-
-
-def erf(x: Any) -> Tensor:
-    """The error function, accurate to a few ulp in float64 (not part of the array API standard).
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.nn.functional.erf(xg.asarray([0.0, 0.5, -2.0]))
-        Tensor([ 0.        ,  0.52049988, -0.99532227], dtype=float64, device=cpu)
-    """
-    return apply(_erf, (x,), {})
-
-
 # ---------------------------------------------------------------------- layers
 def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:
     """``input @ weight.T + bias``; ``weight`` has shape ``(out_features, in_features)``.
@@ -153,6 +100,29 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:
     """
     out = xg.matmul(input, xg.matrix_transpose(weight))
     return out if bias is None else out + bias
+
+
+def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Tensor:
+    """``y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]``.
+
+    ``weight`` has shape ``(out_features, in1_features, in2_features)``; the leading
+    axes of the two inputs must agree.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> w = xg.reshape(xg.arange(8.0), (2, 2, 2))
+        >>> xg.nn.functional.bilinear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, -1.0]]), w)
+        Tensor([[-3., -3.]], dtype=float64, device=cpu)
+    """
+    s1, s2, sw = (tuple(_data(a).shape) for a in (input1, input2, weight))
+    if len(sw) != 3 or not s1 or not s2 or s1[-1] != sw[1] or s2[-1] != sw[2] or s1[:-1] != s2[:-1]:
+        msg = (f"bilinear: expected inputs (..., {sw[1] if len(sw) == 3 else 'in1'}) and "
+               f"(..., {sw[2] if len(sw) == 3 else 'in2'}) with the same leading axes and weight "
+               f"(out, in1, in2), got {s1}, {s2} and {sw}")
+        raise XpgradValueError(msg)
+    t = xg.tensordot(input1, weight, axes=([len(s1) - 1], [1]))  # (..., out, in2)
+    y = xg.sum(t * xg.expand_dims(input2, axis=-2), axis=-1)
+    return y if bias is None else y + bias
 
 
 def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
@@ -389,6 +359,218 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
     ax = _axis(axis, dim, "softmax")
     e = xg.exp(input - _detached_max(input, ax))
     return e / xg.sum(e, axis=ax, keepdims=True)
+
+
+# ---------------------------------------------------------------------- attention
+def _neg_inf_where(mask: Any, like: Any) -> Any:
+    """A float additive mask: ``-inf`` where the boolean ``mask`` is True, 0 elsewhere (``like``'s dtype)."""
+    m = _data(mask)
+    bxp = _bxp(m)
+    x = _data(like)
+    zero = bxp.zeros(tuple(m.shape), dtype=x.dtype, device=_device(m))
+    return bxp.where(m, zero - math.inf, zero)
+
+
+def _is_bool(mask: Any) -> bool:
+    return dtype_name(_data(mask).dtype) == "bool"
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value`` over the last two axes, PyTorch's definition.
+
+    ``attn_mask``: boolean (True = may attend) or float (added to the scores),
+    broadcasting to ``(..., L, S)``. ``is_causal`` masks future keys (no
+    ``attn_mask`` then). ``scale`` defaults to ``1 / sqrt(E)``. ``dropout_p`` is
+    applied to the attention weights. ``enable_gqa`` repeats each key/value head
+    for a group of query heads (axis -3).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> q = xg.asarray([[[1.0, 0.0], [0.0, 1.0]]])
+        >>> v = xg.asarray([[[1.0, 2.0], [3.0, 4.0]]])
+        >>> xg.nn.functional.scaled_dot_product_attention(q, q, v, is_causal=True)
+        Tensor([[[1.       , 2.       ],
+                 [2.3395231, 3.3395231]]], dtype=float64, device=cpu)
+    """
+    func = "scaled_dot_product_attention"
+    qs, ks, vs = (tuple(_data(a).shape) for a in (query, key, value))
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        msg = (f"{func}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), "
+               f"got {qs}, {ks} and {vs}")
+        raise XpgradValueError(msg)
+    if enable_gqa and len(qs) >= 3 and ks[-3] != qs[-3]:
+        if ks[-3] != vs[-3] or qs[-3] % ks[-3]:
+            msg = f"{func}: with enable_gqa the query heads ({qs[-3]}) must be a multiple of the key heads ({ks[-3]})"
+            raise XpgradValueError(msg)
+        key = xg.repeat(key, qs[-3] // ks[-3], axis=-3)
+        value = xg.repeat(value, qs[-3] // ks[-3], axis=-3)
+    factor = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
+    scores = xg.matmul(query, xg.matrix_transpose(key)) * factor
+    if is_causal:
+        if attn_mask is not None:
+            msg = f"{func}: give attn_mask or is_causal=True, not both"
+            raise XpgradValueError(msg)
+        bxp = _bxp(query)
+        pos = bxp.arange(qs[-2], device=_device(query))
+        keys = bxp.arange(ks[-2], device=_device(query))
+        attn_mask = bxp.reshape(pos, (-1, 1)) >= bxp.reshape(keys, (1, -1))
+    if attn_mask is not None:
+        scores = scores + (_neg_inf_where(xg.logical_not(attn_mask), scores) if _is_bool(attn_mask) else attn_mask)
+    weights = softmax(scores, axis=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    return xg.matmul(weights, value)
+
+
+def _float_mask(mask: Any, like: Any, what: str, func: str) -> Any:
+    if mask is None:
+        return None
+    if _is_bool(mask):
+        return _neg_inf_where(mask, like)
+    if not is_float(_data(mask).dtype):
+        msg = f"{func}: {what} must be boolean or floating, got dtype {dtype_name(_data(mask).dtype)}"
+        raise XpgradTypeError(msg)
+    return mask
+
+
+def _pad_last(mask: Any) -> Any:
+    """A mask with one more (unmasked) key at the end."""
+    zero = _data(mask) if not isinstance(mask, Tensor) else mask.data
+    bxp = _bxp(zero)
+    col = bxp.zeros((*tuple(zero.shape)[:-1], 1), dtype=zero.dtype, device=_device(zero))
+    return xg.concat([mask, col], axis=-1)
+
+
+def _heads(x: Any, bsz: int, num_heads: int, head_dim: int) -> Any:
+    """``(S, N, E)`` -> ``(N * H, S, head_dim)``."""
+    s = int(_data(x).shape[0])
+    x = xg.permute_dims(xg.reshape(x, (s, bsz, num_heads, head_dim)), (1, 2, 0, 3))
+    return xg.reshape(x, (bsz * num_heads, s, head_dim))
+
+
+def multi_head_attention_forward(
+    query: Any, key: Any, value: Any, embed_dim_to_check: int, num_heads: int, in_proj_weight: Any,
+    in_proj_bias: Any, bias_k: Any, bias_v: Any, add_zero_attn: bool, dropout_p: float, out_proj_weight: Any,
+    out_proj_bias: Any, training: bool = True, key_padding_mask: Any = None, need_weights: bool = True,
+    attn_mask: Any = None, use_separate_proj_weight: bool = False, q_proj_weight: Any = None,
+    k_proj_weight: Any = None, v_proj_weight: Any = None, static_k: Any = None, static_v: Any = None,
+    average_attn_weights: bool = True, is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention on sequence-first inputs ``(L, N, E)`` (or unbatched ``(L, E)``), PyTorch's function.
+
+    Returns ``(output, weights)``: output ``(L, N, E)``; weights ``(N, L, S)``
+    averaged over heads (``(N, num_heads, L, S)`` when not ``average_attn_weights``),
+    or None when not ``need_weights``. Boolean masks are True where attention is
+    *not* allowed; float masks are added to the scores. ``attn_mask`` is
+    ``(L, S)`` or ``(N * num_heads, L, S)``; ``key_padding_mask`` is ``(N, S)``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> E = 2
+        >>> w_in, w_out = xg.concat([xg.eye(E)] * 3), xg.eye(E)
+        >>> x = xg.asarray([[[1.0, 0.0]], [[0.0, 1.0]]])  # (L=2, N=1, E=2)
+        >>> out, w = xg.nn.functional.multi_head_attention_forward(
+        ...     x, x, x, E, 1, w_in, None, None, None, False, 0.0, w_out, None)
+        >>> w
+        Tensor([[[0.66976155, 0.33023845],
+                 [0.33023845, 0.66976155]]], dtype=float64, device=cpu)
+    """
+    func = "multi_head_attention_forward"
+    qs, ks, vs = (tuple(_data(a).shape) for a in (query, key, value))
+    batched = len(qs) == 3
+    if len(qs) not in (2, 3) or len(ks) != len(qs) or len(vs) != len(qs) or ks[:-1] != vs[:-1] \
+            or (batched and not qs[1] == ks[1]):
+        msg = (f"{func}: expected query (L, N, E), key (S, N, kdim), value (S, N, vdim) (or all without N), "
+               f"got {qs}, {ks} and {vs}")
+        raise XpgradValueError(msg)
+    if not batched:
+        query, key, value = (xg.expand_dims(a, axis=1) for a in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = xg.expand_dims(key_padding_mask, axis=0)
+    tgt_len, bsz, embed_dim = tuple(_data(query).shape)
+    src_len = int(_data(key).shape[0])
+    if embed_dim != embed_dim_to_check:
+        msg = f"{func}: expected embed_dim {embed_dim_to_check}, got a query with embed_dim {embed_dim}"
+        raise XpgradValueError(msg)
+    if not isinstance(num_heads, int) or num_heads < 1 or embed_dim % num_heads:
+        msg = f"{func}: embed_dim ({embed_dim}) must be divisible by num_heads, got num_heads={num_heads!r}"
+        raise XpgradValueError(msg)
+    head_dim = embed_dim // num_heads
+    if is_causal and attn_mask is None:
+        msg = f"{func}: is_causal=True is a hint that attn_mask is the causal mask; attn_mask must be given"
+        raise XpgradValueError(msg)
+    key_padding_mask = _float_mask(key_padding_mask, query, "key_padding_mask", func)
+    attn_mask = _float_mask(attn_mask, query, "attn_mask", func)
+    # input projections
+    e = embed_dim
+    if use_separate_proj_weight:
+        w_q, w_k, w_v = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        w_q, w_k, w_v = in_proj_weight[:e, ...], in_proj_weight[e:2 * e, ...], in_proj_weight[2 * e:, ...]
+    if in_proj_bias is None:
+        b_q = b_k = b_v = None
+    else:
+        b_q, b_k, b_v = in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:]
+    q = linear(query, w_q, b_q)
+    k = linear(key, w_k, b_k)
+    v = linear(value, w_v, b_v)
+    if attn_mask is not None:
+        ms = tuple(_data(attn_mask).shape)
+        if ms == (tgt_len, src_len):
+            attn_mask = xg.expand_dims(attn_mask, axis=0)
+        elif ms != (bsz * num_heads, tgt_len, src_len):
+            msg = (f"{func}: attn_mask must have shape {(tgt_len, src_len)} or "
+                   f"{(bsz * num_heads, tgt_len, src_len)}, got {ms}")
+            raise XpgradValueError(msg)
+    if key_padding_mask is not None and tuple(_data(key_padding_mask).shape) != (bsz, src_len):
+        msg = f"{func}: key_padding_mask must have shape {(bsz, src_len)}, got {tuple(_data(key_padding_mask).shape)}"
+        raise XpgradValueError(msg)
+    if (bias_k is None) != (bias_v is None):
+        msg = f"{func}: give both bias_k and bias_v or neither"
+        raise XpgradValueError(msg)
+    if bias_k is not None:
+        k = xg.concat([k, xg.broadcast_to(xg.reshape(bias_k, (1, 1, e)), (1, bsz, e))], axis=0)
+        v = xg.concat([v, xg.broadcast_to(xg.reshape(bias_v, (1, 1, e)), (1, bsz, e))], axis=0)
+        attn_mask = None if attn_mask is None else _pad_last(attn_mask)
+        key_padding_mask = None if key_padding_mask is None else _pad_last(key_padding_mask)
+    # (L, N, E) -> (N * H, L, head_dim); each reshape only splits or only merges (Dask reshapes nothing else)
+    q = _heads(q, bsz, num_heads, head_dim)
+    k = static_k if static_k is not None else _heads(k, bsz, num_heads, head_dim)
+    v = static_v if static_v is not None else _heads(v, bsz, num_heads, head_dim)
+    if add_zero_attn:
+        qd = _data(q)
+        zeros = _bxp(qd).zeros((bsz * num_heads, 1, head_dim), dtype=qd.dtype, device=_device(qd))
+        k = xg.concat([k, zeros], axis=1)
+        v = xg.concat([v, zeros], axis=1)
+        attn_mask = None if attn_mask is None else _pad_last(attn_mask)
+        key_padding_mask = None if key_padding_mask is None else _pad_last(key_padding_mask)
+    src_len = tuple(_data(k).shape)[1]
+    if key_padding_mask is not None:
+        kpm = xg.reshape(key_padding_mask, (bsz, 1, 1, src_len))
+        kpm = xg.reshape(xg.broadcast_to(kpm, (bsz, num_heads, 1, src_len)), (bsz * num_heads, 1, src_len))
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
+    scores = xg.matmul(q * math.sqrt(1.0 / head_dim), xg.matrix_transpose(k))
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = softmax(scores, axis=-1)
+    if training and dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    out = xg.matmul(weights, v)  # (N * H, L, head_dim)
+    out = xg.reshape(out, (bsz, num_heads, tgt_len, head_dim))
+    out = xg.reshape(xg.permute_dims(out, (2, 0, 1, 3)), (tgt_len, bsz, embed_dim))
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if not batched:
+        out = out[:, 0, ...]
+    if not need_weights:
+        return out, None
+    weights = xg.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+    if average_attn_weights:
+        weights = xg.mean(weights, axis=1)
+    if not batched:
+        weights = weights[0, ...]
+    return out, weights
 
 
 # ---------------------------------------------------------------------- losses

@@ -456,7 +456,7 @@ class Module:
                 dev = resolve_device(nxp, device) if device is not None else (
                     target_dev if target_xp is not None else None)
                 dt = dtype_name(dtype) if dtype is not None and is_float(data.dtype) else None
-                moves.append((holder, move_array(data, nxp, dev, dt), holder is t))
+                moves.append((holder, move_array(data, nxp, dev, dt, func="to"), holder is t))
         with no_grad():
             for holder, arr, _ in moves:
                 holder.data = arr

@@ -48,10 +48,9 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
             for t in parts[1:]:
                 total = xg.maximum(total, t)
         else:
-            total = None
-            for g in grads:
-                s = xg.sum(xg.abs(g) ** norm_type)
-                total = s if total is None else total + s
+            total = xg.sum(xg.abs(grads[0]) ** norm_type)
+            for g in grads[1:]:
+                total = total + xg.sum(xg.abs(g) ** norm_type)
             total = total ** (1.0 / norm_type)
         if error_if_nonfinite and not math.isfinite(float(total)):
             msg = (f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is non-finite "

@@ -1,5 +1,6 @@
 """Command line: ``python -m xpgrad info`` reports the version, the array API version,
-the supported backends (installed or not, version, devices) and the current policy.
+the supported backends (installed or not, version, devices) and the current policy;
+``python -m xpgrad demo`` trains a digit classifier on any backend (see ``xpgrad._demo``).
 
 Each subcommand is a subparser whose ``func`` default does the work, so a new
 subcommand is one ``add_parser`` call and one function.
@@ -13,6 +14,8 @@ import platform
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from ._demo import add_demo_parser
 
 __all__ = ["build_parser", "info_report", "main"]
 
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="versions, backends and their devices, current policy")
     info.add_argument("--json", action="store_true", help="print the report as JSON")
     info.set_defaults(func=_cmd_info)
+    add_demo_parser(sub)
     return parser
 
 

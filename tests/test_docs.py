@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[^\s`]*)[^\n]*$")
 # a backend a page needs: imported, or named as a string (`default_device("torch")`)
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)|[\"']([a-z_]+)[\"']", re.MULTILINE)
-_OPTIONAL = {"torch", "jax", "dask", "cupy", "array_api_strict", "scipy"}
+# (sklearn, tqdm, matplotlib: the `demo` extra, which the tutorial needs)
+_OPTIONAL = {"torch", "jax", "dask", "cupy", "array_api_strict", "scipy", "sklearn", "tqdm", "matplotlib"}
 # the same warning filters as pyproject.toml's [tool.pytest.ini_options]; later -W wins
 _WARNINGS = ["-W", "error", "-W", "ignore:'mkldnn' is no longer used:UserWarning"]
 

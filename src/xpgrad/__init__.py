@@ -48,7 +48,8 @@ from ._info import __array_namespace_info__
 from ._policy import DevicePolicy, current_policy, default_device, reset_policy, set_default_policy
 from ._spec import API_VERSION as __array_api_version__
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .functional import grad, value_and_grad
+from ._custom import custom_jvp, custom_vjp
+from .functional import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .ops.creation import *  # noqa: F403
 from .ops.data_type import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
@@ -63,6 +64,9 @@ from .ops.utility import *  # noqa: F403
 
 from . import autograd, random, testing
 from . import nn, optim
+from . import linalg
+from . import special
+from . import fft
 from ._io import load, save
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis

@@ -120,13 +120,14 @@ def resolve_device(xp: ModuleType, device: Any) -> Any:
         import torch
 
         try:
-            dev = torch.device(device)
+            dev = torch.device(text)
         except RuntimeError as e:
             msg = f"default_device: {device!r} is not a torch device string ({e})"
             raise UnknownNameError(msg) from None
         if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
             _no_such_device(device, lib, namespace_devices(xp))
-        return dev
+        # torch tensors on "cpu:0" report device "cpu"; compare equal to what arrays report
+        return torch.device("cpu") if dev.type == "cpu" else dev
     if lib == "cupy":
         import cupy
 

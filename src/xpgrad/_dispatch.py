@@ -10,22 +10,25 @@ array at all gets the current policy's namespace.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
-from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError
+from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
 
-__all__ = ["array_namespace", "backend_namespace", "check_devices"]
+if TYPE_CHECKING:
+    from .autograd._tensor import Tensor
+
+__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes"]
 
 _SCALARS = (bool, int, float, complex, type(None))
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
 
 
-_TENSOR: list[type] = []
+_TENSOR: list[type[Tensor]] = []
 
 
-def _tensor_type() -> type:
+def _tensor_type() -> type[Tensor]:
     # imported on first use (autograd imports this module); an import statement per
     # call would cost ~1.5 us on the hot path, the cached lookup ~50 ns
     if not _TENSOR:
@@ -108,6 +111,9 @@ def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
         if isinstance(x, _SCALARS):
             continue
         dev = array_api_compat.device(x)
+        if dev is None:
+            # no placement yet (a JAX tracer under jit/grad/vmap): it goes wherever the others are
+            continue
         if first is None:
             first, first_dev = x, dev
         elif dev != first_dev:
@@ -117,6 +123,26 @@ def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
             )
             raise DeviceMismatchError(msg)
     return first_dev
+
+
+def check_known_shapes(func: str, shapes: Any, err: Exception, *, backward: bool = False) -> None:
+    """After a backend error in ``func``: raise a clear error if a shape has unknown sizes.
+
+    Dask gives data-dependent sizes (boolean-mask indexing, ``nonzero``,
+    ``unique_*``) as NaN; xpgrad never computes to find them. Called only on an
+    error path, so the hot path pays nothing. Returns when every size is known.
+    """
+    for s in shapes:
+        if any(d is None or d != d for d in s):
+            what = "differentiate through" if backward else "run on"
+            msg = (
+                f"{func}: cannot {what} an array of data-dependent shape {tuple(s)} (unknown sizes, "
+                "as Dask gives after boolean-mask indexing, nonzero or unique), and xpgrad never "
+                "computes to find them; use xp.where(mask, x, 0) instead of x[mask], or make the "
+                f"sizes known first (Dask: x.compute_chunk_sizes(), which computes). "
+                f"The backend said: {type(err).__name__}: {err}"
+            )
+            raise XpgradValueError(msg) from err
 
 
 def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:

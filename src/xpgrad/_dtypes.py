@@ -8,6 +8,7 @@ are its own singletons; :func:`dtype` gives the backend's object for a name and
 
 from __future__ import annotations
 
+import builtins
 from types import ModuleType
 from typing import Any
 
@@ -279,7 +280,7 @@ def kind(dt: Any) -> str:
     return _KIND[dtype_name(dt)]
 
 
-def is_float(dt: Any) -> bool:
+def is_float(dt: Any) -> builtins.bool:  # `bool` is the dtype here
     """True for real or complex floating dtypes (the ones that can carry gradients)."""
     return _KIND[dtype_name(dt)].endswith("floating")
 

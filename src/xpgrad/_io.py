@@ -34,7 +34,8 @@ _FORMAT = 1
 
 
 # ---------------------------------------------------------------------- moving arrays
-def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: bool = False) -> Any:
+def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: bool = False,
+               func: str = "move_array") -> Any:
     """``data`` (a Tensor or an array of any library) as an array of namespace ``xp``.
 
     Another library's array goes through DLPack where both sides support it, else
@@ -51,11 +52,15 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
     fresh = False  # whether ``data`` is known to be new memory
     if src is not xp:
         data = _cross(data, xp, device)
-    if device is not None and array_api_compat.device(data) != device:
-        data = array_api_compat.to_device(data, device)
-        fresh = True
+    # cast before moving: the target device may lack the source dtype (float64 -> MPS-like)
     if dt is not None and dtype_name(data.dtype) != dtype_name(dt):
         data = xp.astype(data, dt)
+        fresh = True
+    if device is not None and array_api_compat.device(data) != device:
+        from ._policy import check_device_has_dtypes
+
+        check_device_has_dtypes(func, device, [data])
+        data = array_api_compat.to_device(data, device)
         fresh = True
     if copy and not fresh:
         data = xp.asarray(data, copy=True)

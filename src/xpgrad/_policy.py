@@ -162,6 +162,24 @@ def _check_device_dtype(xp: Any, device: Any, name: str, func: str) -> None:
         raise DTypeUnavailableError(msg)
 
 
+def check_device_has_dtypes(func: str, device: Any, arrays: Any, err: Exception | None = None) -> None:
+    """Raise DTypeUnavailableError if ``device`` lacks the dtype of one of ``arrays``.
+
+    Used where data moves to a device (``to_device``, ``Module.to``), or after a
+    backend error, to name the function, the device and the dtype.
+    """
+    from ._dispatch import backend_namespace
+
+    for a in arrays:
+        if not hasattr(a, "dtype") or not hasattr(a, "shape"):
+            continue
+        try:
+            _check_device_dtype(backend_namespace(a, func=func), device, dtype_name(a.dtype), func)
+        except DTypeUnavailableError as e:
+            msg = f"{e}; cast first, e.g. x.astype(xp.float32)"
+            raise DTypeUnavailableError(msg) from err
+
+
 def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
     if isinstance(spec, str):
         return load_namespace(spec), None

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -203,6 +203,17 @@ class Generator:
         with self._lock:
             self._np = new
 
+    def _draw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Tensor:
+        """``draw`` on the host generator (under the lock), rounded to ``name``, moved to ``xp`` on ``dev``."""
+        with self._lock:
+            host = draw(self._np)
+        return _to_tensor(host, name, xp, dev)
+
+    def _draw_float(self, draw: Callable[[np.random.Generator], Any], dtype: Any, device: Any, func: str) -> Tensor:
+        """A float64 host draw, on the policy's target with the float dtype of :func:`_float_name`."""
+        xp, dev = _target(device)
+        return self._draw(draw, _float_name(xp, dev, dtype, func), xp, dev)
+
     def normal(
         self, shape: Shape = (), *, mean: float = 0.0, std: float = 1.0, dtype: Any = None, device: Any = None
     ) -> Tensor:
@@ -223,11 +234,7 @@ class Generator:
         if s < 0:
             msg = f"random.normal: std must be >= 0, got {std!r}"
             raise XpgradValueError(msg)
-        xp, dev = _target(device)
-        name = _float_name(xp, dev, dtype, "normal")
-        with self._lock:
-            host = self._np.normal(m, s, shp)
-        return _to_tensor(host, name, xp, dev)
+        return self._draw_float(lambda g: g.normal(m, s, shp), dtype, device, "normal")
 
     def uniform(
         self, shape: Shape = (), *, low: float = 0.0, high: float = 1.0, dtype: Any = None, device: Any = None
@@ -247,11 +254,7 @@ class Generator:
         if not lo <= hi:
             msg = f"random.uniform: low must be <= high, got low={low!r}, high={high!r}"
             raise XpgradValueError(msg)
-        xp, dev = _target(device)
-        name = _float_name(xp, dev, dtype, "uniform")
-        with self._lock:
-            host = self._np.uniform(lo, hi, shp)
-        return _to_tensor(host, name, xp, dev)
+        return self._draw_float(lambda g: g.uniform(lo, hi, shp), dtype, device, "uniform")
 
     def integers(
         self, low: int, high: int | None = None, shape: Shape = (), *, dtype: Any = None, device: Any = None
@@ -282,9 +285,7 @@ class Generator:
         if lo < info.min or hi - 1 > info.max:
             msg = f"random.integers: [{lo}, {hi}) does not fit in {name} ([{info.min}, {info.max}])"
             raise XpgradValueError(msg)
-        with self._lock:
-            host = self._np.integers(int(lo), int(hi), shp, dtype=np.int64)
-        return _to_tensor(host, name, xp, dev)
+        return self._draw(lambda g: g.integers(int(lo), int(hi), shp, dtype=np.int64), name, xp, dev)
 
     def permutation(self, x: Any, /, *, axis: int = 0, device: Any = None) -> Tensor:
         """A random permutation of ``range(x)`` (``x`` an int), or of an array along ``axis``.
@@ -320,10 +321,7 @@ class Generator:
             msg = f"random.permutation: x must be a non-negative int or an array, got {type(x).__name__} {x!r}"
             raise XpgradTypeError(msg)
         xp, dev = _target(device)
-        name = _int_name(xp, dev, None, "permutation")
-        with self._lock:
-            host = self._np.permutation(int(x))
-        return _to_tensor(host, name, xp, dev)
+        return self._draw(lambda g: g.permutation(int(x)), _int_name(xp, dev, None, "permutation"), xp, dev)
 
     def bernoulli(self, p: float = 0.5, shape: Shape = (), *, dtype: Any = None, device: Any = None) -> Tensor:
         """1 with probability ``p``, else 0 (``uniform < p`` on the host).
@@ -345,9 +343,7 @@ class Generator:
         shp = _shape(shape, "bernoulli")
         xp, dev = _target(device)
         name = _float_name(xp, dev, None, "bernoulli") if dtype is None else dtype_name(dtype)
-        with self._lock:
-            host = self._np.random(shp) < q
-        return _to_tensor(host, name, xp, dev)
+        return self._draw(lambda g: g.random(shp) < q, name, xp, dev)
 
     def choice(
         self,

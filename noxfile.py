@@ -172,6 +172,26 @@ def conformance(session: nox.Session, backend: str) -> None:
 
 
 @nox.session
+@nox.parametrize("backend", CPU_BACKENDS)
+def official(session: nox.Session, backend: str) -> None:
+    """The data-apis array-api-tests suite, on a backend and on xpgrad over it.
+
+    Needs a local checkout: ``ARRAY_API_TESTS_DIR=~/array-api-tests nox -s official``
+    (see conformance/README.md). xpgrad must fail nothing the backend passes.
+    """
+    import os
+
+    path = os.environ.get("ARRAY_API_TESTS_DIR")
+    if not path:
+        session.skip("set ARRAY_API_TESTS_DIR to a checkout of https://github.com/data-apis/array-api-tests")
+    session.install(f".[test,{EXTRA[backend]}]")
+    session.install("-r", str(Path(path) / "requirements.txt"))
+    _check_imports(session, [backend])
+    session.run(*PYTEST, "conformance/test_official_suite.py", *session.posargs,
+                env={**PYTEST_ENV, "XPGRAD_BACKENDS": backend, "ARRAY_API_TESTS_DIR": path})
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site with mkdocs; warnings are errors."""
     session.install(".[docs]")

@@ -32,7 +32,7 @@ def xpgrad_step(backend: str) -> Callable[[], None]:
     x_np, y_np = _data()
     with xg.default_device(backend, seed=0, dtype="float32"):
         model = xg.nn.Sequential(xg.nn.Linear(D_IN, D_HID), xg.nn.ReLU(), xg.nn.Linear(D_HID, D_OUT))
-        x, y = xg.asarray(x_np), xg.asarray(y_np)
+        x, y = xg.asarray(x_np.tolist()), xg.asarray(y_np.tolist())  # built on the policy's backend
     opt = xg.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = xg.nn.CrossEntropyLoss()
 

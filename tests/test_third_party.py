@@ -91,11 +91,12 @@ XPX: dict[str, tuple[Callable[[Any], Any], np.ndarray, int]] = {
 
 
 # the backends' own limitations (the same call fails on the raw backend array), and one gap of
-# xpgrad's: array_api_compat.is_lazy_array(Tensor over Dask) is False, because Tensor.__bool__
-# computes the Dask graph instead of raising; array-api-extra then takes its eager boolean-mask
-# path, whose result sizes Dask does not know
-_LAZY = ("xpgrad gap: a Tensor over Dask does not look lazy to array_api_compat.is_lazy_array "
-         "(Tensor.__bool__ computes), so array-api-extra indexes with a boolean mask of unknown size")
+# xpgrad's on Dask: array-api-extra keeps Dask lazy by checking for Dask by type
+# (is_dask_namespace(xp) in apply_where/isclose, is_dask_array(idx) in at()), which a Tensor
+# over Dask is not, and xpgrad's capabilities() passes on Dask's "boolean indexing": True; so it
+# takes its boolean-mask path, and Dask cannot assign values of unknown size (nan,) back
+_LAZY = ("xpgrad gap: array-api-extra recognises Dask by type, not a Tensor over it, and takes "
+         "its boolean-mask path, whose result sizes Dask does not know")
 XFAIL = {
     ("at_int_index_add", "array_api_strict"): "array-api-strict has no integer-array __setitem__ (the standard does not require it)",
     ("isclose_mask", "dask"): _LAZY,

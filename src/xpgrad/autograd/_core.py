@@ -335,17 +335,18 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, *datas, **kw)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, datas, kw, e)
-    if _fwd_open and not prim.const and FWD_LEVELS.get():
-        return _forward(prim, xp, args, datas, kw, out, rg)
-    if not rg or prim.const or not GRAD_ENABLED.get():
+    if not rg or prim.const or not GRAD_ENABLED.get() or (prim.check_dtype and not is_float(out.dtype)):
         if prim.multi:
-            return tuple(_wrap(o) for o in out)
-        if prim.view and isinstance(args[0], Tensor):
-            return _wrap(out, None, 0, args[0]._version)
-        return _wrap(out)
-    if prim.check_dtype and not is_float(out.dtype):
-        return _wrap(out)
-    return _record(prim, xp, args, datas, kw, out)
+            res = tuple(_wrap(o) for o in out)
+        elif prim.view and isinstance(args[0], Tensor):
+            res = _wrap(out, None, 0, args[0]._version)
+        else:
+            res = _wrap(out)
+    else:
+        res = _record(prim, xp, args, datas, kw, out)
+    if _fwd_open and not prim.const and FWD_LEVELS.get():
+        _forward(prim, xp, args, datas, kw, out, res)
+    return res
 
 
 def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
@@ -414,29 +415,16 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[
 
 
 # ---------------------------------------------------------------------- forward mode
-def _finish(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
-            kw: dict[str, Any], out: Any, rg: bool) -> Any:
-    """What :func:`apply` returns without forward mode: wrapped outputs, recorded if needed."""
-    if not rg or prim.const or not GRAD_ENABLED.get() or (prim.check_dtype and not is_float(out.dtype)):
-        if prim.multi:
-            return tuple(_wrap(o) for o in out)
-        if prim.view and isinstance(args[0], Tensor):
-            return _wrap(out, None, 0, args[0]._version)
-        return _wrap(out)
-    return _record(prim, xp, args, datas, kw, out)
-
-
 def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
-             kw: dict[str, Any], out: Any, rg: bool) -> Any:
-    """:func:`apply` with forward levels open: add the outputs' tangents."""
+             kw: dict[str, Any], out: Any, res: Any) -> None:
+    """The rest of :func:`apply` with forward levels open: attach the outputs' tangents."""
     active = FWD_LEVELS.get()
     present: set[int] = set()
     for a in args:
         if isinstance(a, Tensor) and a._fw:
             present.update(lv for lv in a._fw if lv in active)
-    res = _finish(prim, xp, args, datas, kw, out, rg)
     if not present or (prim.check_dtype and not is_float(out.dtype)):
-        return res
+        return
     outs = res if prim.multi else (res,)
     for level in sorted(present):
         _tangent(prim, xp, level, active, args, datas, kw, out, outs)
@@ -444,7 +432,6 @@ def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list
     if node is not None and node.prim is prim:
         node.fw = ([a._fw if isinstance(a, Tensor) else None for a in args],
                    [o._fw for o in outs] if prim.multi else outs[0]._fw)
-    return res
 
 
 def _needs_tape(t: Any, below: tuple[int, ...]) -> bool:
@@ -535,13 +522,21 @@ def _fit_tangent(xp: Any, t: Any, like: Any, tensors: bool) -> Any:
     if tshape != shape and not (len(tshape) == len(shape) and all(
             a == b or a is None or b is None or a != a or b != b for a, b in zip(tshape, shape))):
         t = xp.broadcast_to(t, shape)  # (sizes unknown until computed, Dask's NaN, count as equal)
-    tdt = t.data.dtype if tensors else t.dtype
-    if tdt != like.dtype:
-        from .._dtypes import dtype_name, kind
+    return fit_dtype(xp, t, like.dtype, tensors)
 
-        if kind(tdt) == "complex floating" and kind(like.dtype) != "complex floating":
-            t = xp.real(t)
-            tdt = t.data.dtype if tensors else t.dtype
-        if tdt != like.dtype:
-            t = xp.astype(t, dtype_name(like.dtype) if tensors else like.dtype)
-    return t
+
+def fit_dtype(xp: Any, g: Any, dt: Any, tensors: bool) -> Any:
+    """``g`` cast to the backend dtype ``dt``; a complex ``g`` for a real ``dt`` keeps its
+    real part (a real input's gradient or tangent). ``tensors``: ``g`` is a Tensor and
+    ``xp`` is xpgrad. Shared by the engine's gradients and forward mode's tangents."""
+    gdt = g.data.dtype if tensors else g.dtype
+    if gdt == dt:
+        return g
+    from .._dtypes import dtype_name, kind
+
+    if kind(gdt) == "complex floating" and kind(dt) != "complex floating":
+        g = xp.real(g)
+        gdt = g.data.dtype if tensors else g.dtype
+    if gdt != dt:
+        g = xp.astype(g, dtype_name(dt) if tensors else dt)
+    return g

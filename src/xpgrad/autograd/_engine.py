@@ -25,7 +25,7 @@ from .._exceptions import (
     XpgradTypeError,
     XpgradValueError,
 )
-from ._core import ArgMeta, Node
+from ._core import ArgMeta, Node, fit_dtype
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
@@ -87,17 +87,7 @@ def _fit(xp: Any, g: Any, meta: tuple[Any, Any], create_graph: bool) -> Any:
         g = xp.asarray(g)
     if tuple(g.shape) != tuple(shape):
         g = _unbroadcast(xp, g, shape)
-    gdt = g.data.dtype if create_graph else g.dtype
-    if gdt != dt:
-        from .._dtypes import dtype_name, kind
-
-        gk, ak = kind(gdt), kind(dt)
-        if gk == "complex floating" and ak != "complex floating":
-            g = xp.real(g)  # a real input's gradient is the real part
-            gdt = g.data.dtype if create_graph else g.dtype
-        if gdt != dt:
-            g = xp.astype(g, dt if not create_graph else dtype_name(dt))
-    return g
+    return fit_dtype(xp, g, dt, create_graph)
 
 
 def _as_backend(value: Any, like: Tensor, func: str) -> Any:

@@ -442,6 +442,18 @@ def test_check_grads_forward_mode_detects_a_wrong_rule() -> None:
         check_grads(p, np.array([0.4]), modes=("sideways",))
 
 
+def test_check_grads_reverse_mode_detects_a_wrong_rule() -> None:
+    from xpgrad.autograd import primitive
+    from xpgrad.testing import check_grads
+
+    p = PRIMITIVES.get("rev_test_wrong") or primitive("rev_test_wrong", lambda xp, x: xp.sin(x), chapter="internal")
+    p.defvjp(lambda xp, g, ans, x: g * xp.sin(x))  # wrong
+    p.defjvp(lambda xp, t, ans, x: t * xp.cos(x))
+    check_grads(p, np.array([0.4, 1.0]), modes=("fwd",))
+    with pytest.raises(AssertionError, match="order-1 gradient mismatch"):
+        check_grads(p, np.array([0.4, 1.0]), modes=("rev",))
+
+
 def test_forward_level_is_context_local() -> None:
     import threading
 

@@ -101,6 +101,29 @@ def check_grads(
         _check_fwd(f, raw, nums, order, eps, rtol, atol, np.random.default_rng(seed), xp)
 
 
+def _central(scalar: Callable[..., float], raw: list[Any], nums: list[int], vs: list[Any], eps: float) -> float:
+    """The central difference of ``scalar`` at ``raw`` along the directions ``vs`` (of ``nums``)."""
+
+    def shifted(sign: float) -> float:
+        a = list(raw)
+        for i, v in zip(nums, vs):
+            a[i] = raw[i] + sign * eps * v
+        return scalar(*a)
+
+    return (shifted(1.0) - shifted(-1.0)) / (2 * eps)
+
+
+def _compare(what: str, order: int, nums: list[int], analytic: float, numeric: float, rtol: float,
+             atol: float) -> None:
+    scale = max(abs(numeric), abs(analytic), 1.0)
+    if abs(numeric - analytic) > atol + rtol * scale:
+        msg = (
+            f"check_grads: order-{order} {what} mismatch for argnums {nums}: analytic directional "
+            f"derivative {analytic!r}, central difference {numeric!r}"
+        )
+        raise AssertionError(msg)
+
+
 def _check_fwd(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, eps: float,
                rtol: float, atol: float, rng: Any, xp: Any) -> None:
     """Forward mode: ``<u, jvp(f, x, v)>`` against the central difference of ``<u, f(x + eps v)>``."""
@@ -122,21 +145,8 @@ def _check_fwd(f: Callable[..., Any], raw: list[Any], nums: list[int], order: in
 
     t = _raw(tangent(*raw))
     analytic = float(_inner(xp, t, u))
-
-    def shifted(sign: float) -> float:
-        a = list(raw)
-        for i, v in zip(nums, vs):
-            a[i] = raw[i] + sign * eps * v
-        return float(_inner(xp, _raw(f(*a)), u))
-
-    numeric = (shifted(1.0) - shifted(-1.0)) / (2 * eps)
-    scale = max(abs(numeric), abs(analytic), 1.0)
-    if abs(numeric - analytic) > atol + rtol * scale:
-        msg = (
-            f"check_grads: order-{order} forward-mode (JVP) mismatch for argnums {nums}: analytic "
-            f"directional derivative {analytic!r}, central difference {numeric!r}"
-        )
-        raise AssertionError(msg)
+    numeric = _central(lambda *a: float(_inner(xp, _raw(f(*a)), u)), raw, nums, vs, eps)
+    _compare("forward-mode (JVP)", order, nums, analytic, numeric, rtol, atol)
     if order > 1:
         _check_fwd(tangent, raw, nums, order - 1, eps, rtol, atol, rng, xp)
 
@@ -158,20 +168,8 @@ def _check(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, e
     # analytic directional derivative: sum_i <grad_i, v_i>
     analytic = float(sum(float(_inner(xp, g, v)) for g, v in zip(grads, vs)))
 
-    def shifted(sign: float) -> float:
-        a = list(raw)
-        for i, v in zip(nums, vs):
-            a[i] = raw[i] + sign * eps * v
-        return float(_raw(scalar(*a)))
-
-    numeric = (shifted(1.0) - shifted(-1.0)) / (2 * eps)
-    scale = max(abs(numeric), abs(analytic), 1.0)
-    if abs(numeric - analytic) > atol + rtol * scale:
-        msg = (
-            f"check_grads: order-{order} gradient mismatch for argnums {nums}: analytic directional "
-            f"derivative {analytic!r}, central difference {numeric!r}"
-        )
-        raise AssertionError(msg)
+    numeric = _central(lambda *a: float(_raw(scalar(*a))), raw, nums, vs, eps)
+    _compare("gradient", order, nums, analytic, numeric, rtol, atol)
     if order > 1:
         ws = [_rand_like(xp, raw[i], rng) for i in nums]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,8 @@ import xpgrad as xg
 import xpgrad.nn as nn
 import xpgrad.nn.functional as F  # noqa: N812 - PyTorch's conventional alias
 from xpgrad.testing import check_grads
+
+from ._nn_cases import Case, _mk, _ours_args, _x
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -259,23 +260,10 @@ def test_to_every_backend(backend: Any) -> None:
 
 
 # ====================================================================== functional vs torch
-@dataclass
-class Case:
-    name: str
-    ours: Callable[..., Any]
-    theirs: Callable[..., Any]
-    make: Callable[[np.random.Generator], list[np.ndarray]]
-    diff: tuple[int, ...] = (0,)
-    grad_check: bool = True
-    kw: dict[str, Any] = field(default_factory=dict)
 
 
-def _x(*shape: int, lo: float = -2.0, hi: float = 2.0) -> Callable[[np.random.Generator], np.ndarray]:
-    return lambda rng: rng.uniform(lo, hi, shape)
 
 
-def _mk(*parts: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], list[np.ndarray]]:
-    return lambda rng: [p(rng) for p in parts]
 
 
 def _ints(hi: int, *shape: int, ignore: bool = False) -> Callable[[np.random.Generator], np.ndarray]:
@@ -371,14 +359,6 @@ CASES += [
 ]
 
 
-def _ours_args(backend: Any, arrays: list[np.ndarray], diff: tuple[int, ...]) -> list[Any]:
-    out = []
-    for i, a in enumerate(arrays):
-        t = xg.Tensor(backend.asarray(a))
-        if i in diff:
-            t.requires_grad_()
-        out.append(t)
-    return out
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

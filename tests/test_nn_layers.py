@@ -6,7 +6,6 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,8 @@ import xpgrad as xg
 import xpgrad.nn as nn
 import xpgrad.nn.functional as F  # noqa: N812 - PyTorch's conventional alias
 from xpgrad.testing import check_grads
+
+from ._nn_cases import Case, _mk, _ours_args, _x
 
 RTOL = 1e-8
 ATOL = 1e-10
@@ -36,23 +37,10 @@ def _torch() -> Any:
 
 
 # ====================================================================== functional vs torch
-@dataclass
-class Case:
-    name: str
-    ours: Callable[..., Any]
-    theirs: Callable[..., Any]
-    make: Callable[[np.random.Generator], list[np.ndarray]]
-    diff: tuple[int, ...] = (0,)
-    grad_check: bool = True
-    kw: dict[str, Any] = field(default_factory=dict)
 
 
-def _x(*shape: int, lo: float = -2.0, hi: float = 2.0) -> Callable[[np.random.Generator], np.ndarray]:
-    return lambda rng: rng.uniform(lo, hi, shape)
 
 
-def _mk(*parts: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], list[np.ndarray]]:
-    return lambda rng: [p(rng) for p in parts]
 
 
 def _bools(*shape: int, p: float = 0.3) -> Callable[[np.random.Generator], np.ndarray]:
@@ -182,14 +170,6 @@ CASES = [
 ]
 
 
-def _ours_args(backend: Any, arrays: list[np.ndarray], diff: tuple[int, ...]) -> list[Any]:
-    out = []
-    for i, a in enumerate(arrays):
-        t = xg.Tensor(backend.asarray(a))
-        if i in diff:
-            t.requires_grad_()
-        out.append(t)
-    return out
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

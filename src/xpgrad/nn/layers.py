@@ -313,10 +313,17 @@ class Bilinear(Module):
 
 # ---------------------------------------------------------------------- convolution
 class _ConvNd(Module):
-    """Shared constructor, initialization and repr of the convolution layers."""
+    """Shared constructor, initialization, repr and (for Conv1d/Conv2d) forward of the convolution layers."""
 
     _n = 2
     _transposed = False
+
+    def forward(self, input: Any) -> Tensor:
+        conv = F.conv1d if self._n == 1 else F.conv2d
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        x = _pad_spatial(input, self._pads(), self.padding_mode)
+        return conv(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any, padding: Any,
                  dilation: Any, groups: int, bias: bool, padding_mode: str, output_padding: Any,
@@ -421,12 +428,6 @@ class Conv2d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, 0, dtype, device)
 
-    def forward(self, input: Any) -> Tensor:
-        if self.padding_mode == "zeros":
-            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        x = _pad_spatial(input, self._pads(), self.padding_mode)
-        return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-
 
 class Conv1d(_ConvNd):
     """1-D convolution over ``(N, C_in, L)`` or ``(C_in, L)`` inputs; the arguments of :class:`Conv2d`.
@@ -446,12 +447,6 @@ class Conv1d(_ConvNd):
                  padding_mode: str = "zeros", *, dtype: Any = None, device: Any = None) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, 0, dtype, device)
-
-    def forward(self, input: Any) -> Tensor:
-        if self.padding_mode == "zeros":
-            return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        x = _pad_spatial(input, self._pads(), self.padding_mode)
-        return F.conv1d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
 
 class ConvTranspose2d(_ConvNd):

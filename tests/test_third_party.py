@@ -90,17 +90,23 @@ XPX: dict[str, tuple[Callable[[Any], Any], np.ndarray, int]] = {
 }
 
 
-# the backends' own limitations (the same call fails on the raw backend array), and one gap of
-# xpgrad's on Dask: array-api-extra keeps Dask lazy by checking for Dask by type
-# (is_dask_namespace(xp) in apply_where/isclose, is_dask_array(idx) in at()), which a Tensor
-# over Dask is not, and xpgrad's capabilities() passes on Dask's "boolean indexing": True; so it
-# takes its boolean-mask path, and Dask cannot assign values of unknown size (nan,) back
-_LAZY = ("xpgrad gap: array-api-extra recognises Dask by type, not a Tensor over it, and takes "
-         "its boolean-mask path, whose result sizes Dask does not know")
+# the backends' own limitations (the same call fails on the raw backend array), and the Dask
+# cases: xpgrad's capabilities() reports no boolean indexing over Dask (its masks give unknown
+# sizes, which xpgrad never computes), so array-api-extra takes its mask-free `where` paths,
+# which stay lazy (isclose, one_hot pass). Two cases remain:
+# - apply_where then evaluates f1 on every element (as it does under jax.jit): sqrt sees the
+#   masked-out negatives, giving NaN there and a NaN gradient through `where` (the trap JAX
+#   documents), so the case is not differentiable as written on such backends;
+# - at()[mask] recognises a lazy index by type (is_dask_array(idx)), which a Tensor over Dask is
+#   not, and assigns through the mask, whose result sizes Dask does not know.
+_WHERE_TRAP = ("array-api-extra's apply_where on a backend without boolean indexing evaluates f1 "
+               "on every element (as under jax.jit): sqrt of the masked-out negatives gives NaN, "
+               "and a NaN gradient through where")
+_LAZY = ("xpgrad gap: array-api-extra's at() recognises a lazy Dask index by type, not a Tensor "
+         "over Dask, and assigns through the boolean mask, whose result sizes Dask does not know")
 XFAIL = {
     ("at_int_index_add", "array_api_strict"): "array-api-strict has no integer-array __setitem__ (the standard does not require it)",
-    ("isclose_mask", "dask"): _LAZY,
-    ("apply_where", "dask"): _LAZY,
+    ("apply_where", "dask"): _WHERE_TRAP,
     ("at_mask_multiply", "dask"): _LAZY,
 }
 
@@ -121,8 +127,6 @@ def test_array_api_extra_gradient(name: str, backend: Any) -> None:
 
 
 def test_one_hot_and_isclose_are_constants(backend: Any) -> None:
-    if backend.name == "dask":
-        pytest.xfail(_LAZY)
     with xg.default_device(backend.name):
         _one_hot_and_isclose(backend)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from array_api_compat import is_dask_namespace
+
 from ._backends import LIBRARIES, namespace_devices, resolve_device
 from ._dtypes import DTYPES, complex_dtype, dtype_name
 from ._policy import DevicePolicy, current_policy
@@ -73,8 +75,20 @@ class Info:
             >>> import xpgrad as xg
             >>> sorted(xg.__array_namespace_info__().capabilities())[:2]
             ['boolean indexing', 'data-dependent shapes']
+
+        Over Dask both ``"boolean indexing"`` and ``"data-dependent shapes"`` are
+        ``False``, although Dask itself reports ``True``: Dask's boolean-mask results
+        have unknown (``nan``) sizes, which xpgrad can neither differentiate through
+        nor assign back without computing, and it never computes behind the user's
+        back. Array-API code that reads this (array-api-extra's ``isclose``,
+        ``apply_where``, ``at()``; SciPy) then takes its mask-free ``where`` paths,
+        which stay lazy and differentiable.
         """
-        return dict(self._backend.capabilities())
+        caps = dict(self._backend.capabilities())
+        if is_dask_namespace(self._policy.xp):
+            caps["boolean indexing"] = False
+            caps["data-dependent shapes"] = False
+        return caps
 
     def default_device(self) -> Any:
         """The device new arrays go to: the policy's device, else the backend's default.

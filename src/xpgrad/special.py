@@ -8,8 +8,10 @@ primitive: its forward uses the backend's own implementation where one exists
 ``cupyx.scipy.special``, SciPy's blockwise for Dask; imported on first use, never by
 ``import xpgrad``) and a pure array-API one otherwise (array-api-strict), and its VJP and JVP rules
 are written against the namespace like every other rule, so gradients of any
-order work. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are
-array-API code on every backend (shifted by the maximum: no overflow).
+order work. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
+too (``scipy.special``, ``torch.logsumexp``/``torch.softmax`` over one axis,
+``jax.scipy.special.logsumexp``/``jax.nn``), and array-API code shifted by the
+maximum (no overflow) on Dask, array-api-strict and torch softmax over several axes.
 
 The pure implementations: ``erf``/``erfc`` from a Taylor series and a Chebyshev
 fit of ``log(erfcx)``; ``gammaln`` by the Lanczos approximation (g = 7) with the
@@ -484,7 +486,64 @@ def _shift(xp: Any, x: Any, axis: Any) -> Any:
     return xp.where(xp.isfinite(m), m, 0.0)
 
 
+def _native_reduction(xp: Any, name: str) -> Callable[..., Any] | None:
+    """The backend's own ``logsumexp(x, axis, keepdims)`` / ``softmax(x, axis)`` /
+    ``log_softmax(x, axis)``, or None (Dask and array-api-strict use the array-API code).
+
+    The callables return None where the backend cannot take the axes (torch's softmax
+    takes one axis), and the caller falls back to the array-API code.
+    """
+    key = (id(xp), f"reduction.{name}")
+    if key in _FNS:
+        return _FNS[key]
+    import array_api_compat as c
+
+    f: Callable[..., Any] | None = None
+    try:
+        if c.is_numpy_namespace(xp) or c.is_cupy_namespace(xp):
+            mod = _lib(xp)  # scipy.special / cupyx.scipy.special
+            raw = getattr(mod, name, None) if mod is not None else None
+            if raw is not None:
+                asarray = xp.asarray  # SciPy gives NumPy scalars for 0-d results
+                if name == "logsumexp":
+                    f = lambda x, axis, keepdims: asarray(raw(x, axis=axis, keepdims=keepdims))
+                else:
+                    f = lambda x, axis: asarray(raw(x, axis=axis))
+        elif c.is_torch_namespace(xp):
+            import torch
+
+            f = _torch_reduction(torch, name)
+        elif c.is_jax_namespace(xp):
+            import jax
+
+            if name == "logsumexp":
+                lse = jax.scipy.special.logsumexp
+                f = lambda x, axis, keepdims: lse(x, axis=axis, keepdims=keepdims)
+            else:
+                g = getattr(jax.nn, name)
+                f = lambda x, axis: g(x, axis=axis)
+    except ImportError:
+        f = None
+    _FNS[key] = f
+    return f
+
+
+def _torch_reduction(torch: Any, name: str) -> Callable[..., Any]:
+    if name == "logsumexp":
+        return lambda x, axis, keepdims: torch.logsumexp(x, dim=_axes(x.ndim, axis), keepdim=keepdims)
+    g = getattr(torch, name)
+
+    def one_axis(x: Any, axis: Any) -> Any:
+        axes = _axes(x.ndim, axis)
+        return g(x, dim=axes[0]) if len(axes) == 1 else None
+
+    return one_axis
+
+
 def _logsumexp_fwd(xp: Any, x: Any, *, axis: Any, keepdims: bool) -> Any:
+    f = _native_reduction(xp, "logsumexp")
+    if f is not None:
+        return f(x, axis, keepdims)
     m = _shift(xp, x, axis)
     s = xp.sum(xp.exp(x - m), axis=axis, keepdims=True)
     out = xp.where(s > 0, xp.log(xp.where(s > 0, s, 1.0)), -math.inf) + m
@@ -504,11 +563,19 @@ _logsumexp.defjvp(lambda xp, t, ans, x, *, axis, keepdims: xp.sum(t * _logsumexp
 
 
 def _softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
+    f = _native_reduction(xp, "softmax")
+    out = None if f is None else f(x, axis)
+    if out is not None:
+        return out
     e = xp.exp(x - _shift(xp, x, axis))
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
 def _log_softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
+    f = _native_reduction(xp, "log_softmax")
+    out = None if f is None else f(x, axis)
+    if out is not None:
+        return out
     s = x - _shift(xp, x, axis)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 

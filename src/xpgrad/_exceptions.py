@@ -13,7 +13,8 @@ type a caller would naturally catch, so ``except ValueError`` keeps working::
     ├── XpgradRuntimeError(RuntimeError)
     │   ├── NonDifferentiableError        a gradient through a function that has none
     │   ├── InPlaceModificationError      a value saved for backward was changed
-    │   └── GraphFreedError               a second backward through freed buffers
+    │   ├── GraphFreedError               a second backward through freed buffers
+    │   └── AnomalyError                  a NaN appeared under detect_anomaly()
     └── BackendNotInstalledError(ImportError)
 
 Messages name the function and the offending value.
@@ -22,6 +23,7 @@ Messages name the function and the offending value.
 from __future__ import annotations
 
 __all__ = [
+    "AnomalyError",
     "BackendNotInstalledError",
     "DTypeUnavailableError",
     "DeviceMismatchError",
@@ -83,3 +85,7 @@ class GraphFreedError(XpgradRuntimeError):
 
 class BackendNotInstalledError(XpgradError, ImportError):
     """The array library asked for is not installed; the message names the extra."""
+
+
+class AnomalyError(XpgradRuntimeError):
+    """Under ``detect_anomaly()``: an op produced a NaN; names the op and where it was created."""

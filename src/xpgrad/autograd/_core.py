@@ -31,7 +31,8 @@ from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
 from .._dtypes import is_float
-from .._exceptions import NonDifferentiableError
+from .._exceptions import NonDifferentiableError, XpgradTypeError
+from . import _anomaly
 from ._grad_mode import GRAD_ENABLED
 
 __all__ = [
@@ -258,6 +259,9 @@ class Node:
         "pidx",
         "prim",
         "saved",
+        "seq",
+        "stack",
+        "unsaved",
         "xp",
     )
 
@@ -272,13 +276,19 @@ class Node:
     ans: Any
     n_out: int
     freed: bool
+    seq: int  # creation order: a node's parents always have a smaller seq
+    unsaved: bool  # some array argument was not saved: its rules see an ArgMeta for it
+    stack: Any  # set only under detect_anomaly(): where the op was created (read with getattr)
 
     def __init__(self) -> None:
+        # (_record builds nodes without calling this; keep the two in step)
         self.hooks: dict[int, list[Callable[..., Any]]] | None = None
         self.freed = False
         # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
         # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
         self.fw: tuple[list[Any], Any] | None = None
+        self.seq = next(_seq)
+        self.unsaved = False
 
     def name(self) -> str:
         return self.prim.name
@@ -296,14 +306,24 @@ class Node:
 
 def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Exception) -> None:
     """Turn a backend error in a forward into a clear one where we can say more."""
+    for i, d in enumerate(datas):
+        if d is None:
+            msg = f"{prim.name}: argument {i} is None; expected an array, a Tensor or a Python scalar"
+            raise XpgradTypeError(msg) from err
     check_devices(*datas, func=prim.name)  # raises DeviceMismatchError when that is the cause
     check_known_shapes(prim.name, [getattr(d, "shape", ()) for d in datas], err)  # Dask's NaN sizes
     if kw.get("device") is not None:  # e.g. float64 to array-api-strict's no_float64 device
         from .._policy import check_device_has_dtypes
 
         check_device_has_dtypes(prim.name, kw["device"], datas, err)
-    raise err
+    try:
+        raise err
+    finally:
+        del err  # no cycle error -> traceback -> this frame -> error: the graph dies by refcount
 
+
+_seq = itertools.count()  # next() on a count is atomic under the GIL
+_new = object.__new__
 
 # Bound by _tensor.py when it is imported (it imports this module, so no import here).
 Tensor: Any = None
@@ -323,7 +343,7 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     for a in args:
         if isinstance(a, Tensor):
             datas.append(a.data)
-            if a.requires_grad:
+            if a._requires_grad:
                 rg = True
         else:
             datas.append(a)
@@ -344,6 +364,8 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
             res = _wrap(out)
     else:
         res = _record(prim, xp, args, datas, kw, out)
+    if _anomaly.depth and _anomaly.ANOMALY.get():
+        _anomaly.check_forward(prim.name, xp, datas, out, prim.multi)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
         _forward(prim, xp, args, datas, kw, out, res)
     return res
@@ -351,64 +373,77 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
             kw: dict[str, Any], out: Any) -> Any:
-    node = Node()
+    # the per-op hot path when recording: no Node.__init__ call, no per-argument method call
+    node = _new(Node)
+    node.hooks = None
+    node.freed = False
+    node.fw = None
+    node.seq = next(_seq)
     node.prim = prim
     node.xp = xp
     node.kw = kw
+    if _anomaly.depth and _anomaly.ANOMALY.get() is not None:
+        node.stack = _anomaly.user_stack()
     save = prim.save
-    parents: list[Any] = []
-    pidx: list[int] = []
-    meta: list[Any] = []
-    saved: list[Any] = []
+    vjps = prim.vjps
+    nrules = len(vjps)
+    n = len(args)
+    parents: list[Any] = [None] * n  # filled by index: cheaper than appends
+    pidx: list[int] = [0] * n
+    meta: list[Any] = [None] * n
+    saved: list[Any] = [None] * n
     checks: list[Any] = []
+    unsaved = False
     for i, a in enumerate(args):
+        d = datas[i]
         keep = save is None or i in save
         if isinstance(a, Tensor):
-            d = datas[i]
-            meta.append((d.shape, d.dtype))
-            if a.requires_grad:
-                if prim.vjp_rule(i) is None:
+            meta[i] = (d.shape, d.dtype)
+            if a._requires_grad:
+                if (vjps[i] if i < nrules else prim.vjp_rest) is None:
                     msg = (
                         f"{prim.name}: argument {i} requires grad, but {prim.name} is not "
                         f"differentiable with respect to argument {i}; detach() it or pass "
                         "a constant"
                     )
                     raise NonDifferentiableError(msg)
-                n = a._node
-                parents.append(a if n is None else n)
-                pidx.append(a._oidx)
-            else:
-                parents.append(None)
-                pidx.append(0)
+                p = a._node
+                parents[i] = a if p is None else p
+                pidx[i] = a._oidx
             if keep:
-                saved.append(datas[i])
-                checks.append((i, a._version, a._version[0]))
+                saved[i] = d
+                v = a._version
+                checks.append((i, v, v[0]))
             else:
-                saved.append(None)
-        else:
-            parents.append(None)
-            pidx.append(0)
-            d = datas[i]
-            meta.append((d.shape, d.dtype) if hasattr(d, "shape") else None)
-            saved.append(d if keep else None)
+                unsaved = True
+        elif hasattr(d, "shape"):
+            meta[i] = (d.shape, d.dtype)
+            if keep:
+                saved[i] = d
+            else:
+                unsaved = True
+        elif keep:
+            saved[i] = d
     node.parents = parents
     node.pidx = pidx
     node.meta = meta
     node.saved = saved
     node.checks = checks
+    node.unsaved = unsaved
     if prim.multi:
         node.n_out = len(out)
         outs = tuple(_wrap(o, node, j) for j, o in enumerate(out))
         node.ans = out if prim.save_ans else None
         if prim.save_ans:
-            node.checks.extend((-1 - j, t._version, 0) for j, t in enumerate(outs))
+            checks.extend((-1 - j, t._version, 0) for j, t in enumerate(outs))
         return outs
     node.n_out = 1
     version = args[0]._version if prim.view and isinstance(args[0], Tensor) else None
     t = _wrap(out, node, 0, version)
     if prim.save_ans:
         node.ans = out
-        node.checks.append((-1, t._version, t._version[0]))
+        v = t._version
+        checks.append((-1, v, v[0]))
     else:
         node.ans = None
     return t
@@ -426,8 +461,11 @@ def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list
     if not present or (prim.check_dtype and not is_float(out.dtype)):
         return
     outs = res if prim.multi else (res,)
+    check = _anomaly.depth and _anomaly.ANOMALY.get()
     for level in sorted(present):
         _tangent(prim, xp, level, active, args, datas, kw, out, outs)
+        if check:
+            _anomaly.check_tangents(prim.name, xp, level, args, outs)
     node = outs[0]._node
     if node is not None and node.prim is prim:
         node.fw = ([a._fw if isinstance(a, Tensor) else None for a in args],
@@ -438,7 +476,7 @@ def _needs_tape(t: Any, below: tuple[int, ...]) -> bool:
     """Whether ``t`` must stay a Tensor: it is on the tape or carries an outer tangent."""
     if not isinstance(t, Tensor):
         return False
-    if t.requires_grad:
+    if t._requires_grad:
         return True
     fw = t._fw
     return bool(fw) and any(lv in below for lv in fw)
@@ -450,7 +488,7 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     below = tuple(lv for lv in active if lv < level)
     ts = [a._fw.get(level) if isinstance(a, Tensor) and a._fw else None for a in args]
     # differentiable tangent computation: when an outer level or the tape must see it
-    hi = (GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a.requires_grad for a in args)) or any(
+    hi = (GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a._requires_grad for a in args)) or any(
         _needs_tape(t, below) for t in ts
     ) or (bool(below) and any(_needs_tape(a, below) for a in args))
     total: Any = None
@@ -515,6 +553,8 @@ def _accumulate(total: Any, r: Any, multi: bool) -> Any:
 
 def _fit_tangent(xp: Any, t: Any, like: Any, tensors: bool) -> Any:
     """Bring a tangent to the output's shape and dtype (broadcast; real part; cast)."""
+    if not tensors and isinstance(t, Tensor):
+        t = t.data  # a rule on raw arrays called an xpgrad function (a custom_jvp one, say)
     if not hasattr(t, "shape"):  # a Python scalar from a rule
         t = xp.asarray(t, dtype=like.dtype if not tensors else None)
     shape = tuple(like.shape)

@@ -14,6 +14,7 @@ Tensors, so the backward pass is itself recorded.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from .._exceptions import (
     XpgradTypeError,
     XpgradValueError,
 )
+from . import _anomaly
 from ._core import ArgMeta, Node, fit_dtype
 from ._tensor import Tensor, _wrap
 
@@ -32,30 +34,25 @@ __all__ = ["backward", "grad"]
 
 
 def _toposort(roots: list[Node]) -> list[Node]:
-    """Nodes reachable from ``roots``, consumers before producers."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in roots:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack: list[tuple[Node, int]] = [(root, 0)]
-        while stack:
-            node, i = stack[-1]
-            parents = node.parents
-            while i < len(parents):
-                p = parents[i]
-                i += 1
-                if type(p) is Node and id(p) not in seen:
-                    seen.add(id(p))
-                    stack[-1] = (node, i)
-                    stack.append((p, 0))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    order.reverse()
-    return order
+    """Nodes reachable from ``roots``, consumers before producers.
+
+    A node is always created after its parents, so descending creation order
+    (``seq``) is a topological order: one flat walk collects the nodes (no
+    recursion, so chains of any length work) and one sort orders them.
+    """
+    seen = set(roots)
+    stack = list(seen)
+    push = stack.append
+    add = seen.add
+    while stack:
+        for p in stack.pop().parents:
+            if type(p) is Node and p not in seen:
+                add(p)
+                push(p)
+    return sorted(seen, key=_by_seq, reverse=True)
+
+
+_by_seq = operator.attrgetter("seq")
 
 
 def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
@@ -105,6 +102,8 @@ def _as_backend(value: Any, like: Tensor, func: str) -> Any:
         except Exception as e:
             msg = f"{func}: gradient must be an array or a number, got {type(value).__name__}"
             raise XpgradTypeError(msg) from e
+    if type(data) is not type(like.data):
+        backend_namespace(data, like.data, func=func)  # NamespaceMismatchError naming both libraries
     if tuple(data.shape) != tuple(like.data.shape):
         msg = f"{func}: gradient has shape {tuple(data.shape)}, but the output has shape {tuple(like.data.shape)}"
         raise XpgradValueError(msg)
@@ -180,19 +179,26 @@ def _run(
     if targets is not None:
         needed = _needed(order, targets)
     results: list[Any] = [None] * (len(targets) if targets is not None else 0)
+    check_nan = _anomaly.depth and _anomaly.ANOMALY.get()
 
     for node in order:
         buf = gbuf.pop(node, None)
-        if node.hooks and buf is not None:
+        if buf is not None and node.hooks:
             buf = _run_hooks(node, buf, create_graph)
         if capture and buf is not None:
             for j in range(node.n_out):
                 slot = capture.get((id(node), j))
                 if slot is not None and buf[j] is not None:
                     results[slot] = buf[j]
-        if buf is None or all(b is None for b in buf) or (needed is not None and id(node) not in needed):
+        if buf is None:
+            g = None
+        elif node.n_out == 1:
+            g = buf[0]
+        else:
+            g = None if all(b is None for b in buf) else tuple(buf)
+        if g is None or (needed is not None and id(node) not in needed):
             if not retain_graph:
-                node.free()
+                _free(node)
             continue
         prim = node.prim
         if node.freed and (prim.save is None or prim.save or prim.save_ans):
@@ -202,16 +208,26 @@ def _run(
                 "first backward (or grad call) if you need to go through it again"
             )
             raise GraphFreedError(msg)
-        args, ans = _saved_inputs(node, create_graph)
-        g = buf[0] if node.n_out == 1 else tuple(buf)
-        xp = xpgrad if create_graph else node.xp
+        if create_graph:
+            args, ans = _saved_inputs(node, True)
+            xp = xpgrad
+        else:
+            for _, box, ver in node.checks or ():
+                if box[0] != ver:
+                    _check_versions(node)  # raises, naming the value
+            saved = node.saved
+            args = _with_meta(node) if saved is None or node.unsaved else saved
+            ans = node.ans
+            xp = node.xp
         kw = node.kw
+        vjps = prim.vjps
+        meta = node.meta
         for i, parent in enumerate(node.parents):
             if parent is None:
                 continue
             if needed is not None and id(parent) not in needed:
                 continue
-            rule = prim.vjp_rule(i)
+            rule = vjps[i] if i < len(vjps) else prim.vjp_rule(i)
             if rule is None:  # recorded only when a rule exists; kept for safety
                 msg = f"{prim.name}: no gradient rule for argument {i}"
                 raise NonDifferentiableError(msg)
@@ -219,19 +235,34 @@ def _run(
                 gi = rule(xp, g, ans, *args, **kw)
                 if gi is None:
                     continue
-                gi = _fit(xp, gi, node.meta[i], create_graph)
+                m = meta[i]
+                # the common case, a gradient already of the argument's shape and dtype, is
+                # two comparisons; anything else is fitted (shapes of unknown size included)
+                if create_graph or getattr(gi, "shape", None) != m[0] or gi.dtype != m[1]:
+                    gi = _fit(xp, gi, m, create_graph)
             except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
                 _fail_rule(node, g, e)
+            if check_nan:
+                _anomaly.check_backward(node, i, node.xp, g, gi)
             if type(parent) is Node:
                 pb = gbuf.get(parent)
-                if pb is None:
-                    pb = gbuf[parent] = [None] * parent.n_out
                 j = node.pidx[i]
-                pb[j] = gi if pb[j] is None else pb[j] + gi
+                if pb is None:
+                    if parent.n_out == 1:
+                        gbuf[parent] = [gi]
+                    else:
+                        pb = gbuf[parent] = [None] * parent.n_out
+                        pb[j] = gi
+                else:
+                    pb[j] = gi if pb[j] is None else pb[j] + gi
             else:
                 _acc_leaf(leaf_grads, leaves, parent, gi)
-        if not retain_graph:
-            node.free()
+        if not retain_graph:  # (_free, inlined)
+            node.saved = None
+            node.ans = None
+            node.checks = None
+            node.fw = None
+            node.freed = True
 
     if targets is not None:
         for k, t in enumerate(targets):
@@ -254,7 +285,10 @@ def _fail_rule(node: Node, g: Any, err: Exception) -> None:
     shapes = [m[0] for m in node.meta if m is not None]
     shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
     check_known_shapes(node.prim.name, shapes, err, backward=True)
-    raise err
+    try:
+        raise err
+    finally:
+        del err  # no cycle error -> traceback -> this frame -> error: the graph dies by refcount
 
 
 def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
@@ -299,8 +333,16 @@ def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
     return buf
 
 
-def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
-    """The saved arguments and output, checked against in-place changes."""
+def _free(node: Node) -> None:
+    node.saved = None
+    node.ans = None
+    node.checks = None
+    node.fw = None
+    node.freed = True
+
+
+def _check_versions(node: Node) -> None:
+    """Raise if a value saved for backward was modified in place since it was recorded."""
     for pos, box, ver in node.checks or ():
         if box[0] != ver:
             what = "its output" if pos < 0 else f"argument {pos}"
@@ -310,9 +352,27 @@ def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
                 "modify it out of place"
             )
             raise InPlaceModificationError(msg)
+
+
+def _with_meta(node: Node) -> list[Any]:
+    """The saved arguments, those whose data was not saved as shape/dtype only (ArgMeta)."""
     saved = node.saved if node.saved is not None else [None] * len(node.meta)
-    # arguments whose data was not saved reach the rule as shape/dtype only
-    saved = [ArgMeta(*m) if d is None and m is not None else d for d, m in zip(saved, node.meta)]
+    return [_argmeta(m) if d is None and m is not None else d for d, m in zip(saved, node.meta)]
+
+
+def _argmeta(m: tuple[Any, Any]) -> ArgMeta:
+    a = _new(ArgMeta)  # no __init__ frame: this runs per unsaved argument per backward
+    a.shape, a.dtype = m
+    return a
+
+
+_new = object.__new__
+
+
+def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
+    """The saved arguments and output, checked against in-place changes."""
+    _check_versions(node)
+    saved = _with_meta(node)
     ans = node.ans
     if not create_graph:
         return saved, ans
@@ -371,7 +431,7 @@ def backward(
         if not isinstance(t, Tensor):
             msg = f"{func}: expected Tensors, got {type(t).__name__}"
             raise XpgradTypeError(msg)
-        if not t.requires_grad:
+        if not t._requires_grad:
             msg = (
                 f"{func}: the tensor does not require grad and has no grad_fn; "
                 "it does not depend on any tensor with requires_grad=True"
@@ -430,7 +490,7 @@ def grad(
     if grad_outputs is None:
         gos = [None] * len(outs)
     for t in ins:
-        if not isinstance(t, Tensor) or not t.requires_grad:
+        if not isinstance(t, Tensor) or not t._requires_grad:
             msg = f"{func}: every input must be a Tensor that requires grad, got {t!r}"
             raise XpgradRuntimeError(msg)
     seeds = []
@@ -439,7 +499,7 @@ def grad(
         if not isinstance(t, Tensor):
             msg = f"{func}: outputs must be Tensors, got {type(t).__name__}"
             raise XpgradTypeError(msg)
-        if not t.requires_grad:
+        if not t._requires_grad:
             continue  # does not depend on any input: contributes zeros
         live_outs.append(t)
         seeds.append(_seed(t, g, func))

@@ -53,7 +53,16 @@ class set_grad_enabled:  # noqa: N801 - context manager used like a function
         self._tokens.append(GRAD_ENABLED.set(self._mode))
 
     def __exit__(self, *exc: object) -> None:
-        GRAD_ENABLED.reset(self._tokens.pop())
+        # the newest token made in THIS context: one instance may be entered by several
+        # threads or asyncio tasks at once (a shared module-level instance); each resets its own
+        tokens = self._tokens
+        for tok in tokens[::-1]:
+            try:
+                GRAD_ENABLED.reset(tok)
+            except ValueError:  # made in another thread's or task's context
+                continue
+            tokens.remove(tok)
+            return
 
     def __call__(self, fn: F) -> F:
         mode = self._mode

@@ -35,7 +35,7 @@ def _wrap(data: Any, node: Any = None, oidx: int = 0, version: list[int] | None 
     t.data = data
     t._node = node
     t._oidx = oidx
-    t.requires_grad = node is not None
+    t._requires_grad = node is not None
     t.grad = None
     t._version = [0] if version is None else version
     t._hooks = None
@@ -85,7 +85,7 @@ class Tensor:
     """
 
     # _fw: forward-mode tangents, {level: tangent} or None (see autograd._core)
-    __slots__ = ("__weakref__", "_fw", "_hooks", "_node", "_oidx", "_version", "data", "grad", "requires_grad")
+    __slots__ = ("__weakref__", "_fw", "_hooks", "_node", "_oidx", "_requires_grad", "_version", "data", "grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
 
@@ -111,7 +111,7 @@ class Tensor:
         self._hooks: list[Callable[..., Any]] | None = None
         self._fw: dict[int, Any] | None = None
         self.grad: Tensor | None = None
-        self.requires_grad = False
+        self._requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
 
@@ -159,7 +159,7 @@ class Tensor:
     @property
     def mT(self) -> Tensor:
         """Transpose of the last two axes."""
-        return _op("matrix_transpose", self)
+        return apply(PRIMITIVES["matrix_transpose"], (self,), _NOKW)
 
     @property
     def grad_fn(self) -> Any:
@@ -171,6 +171,32 @@ class Tensor:
         return self._node is None
 
     # ------------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor. Assigning it checks what
+        :meth:`requires_grad_` checks (a floating dtype; leaves only when turning it off).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> x = xg.asarray([1.0])
+            >>> x.requires_grad = True
+            >>> x.requires_grad
+            True
+        """
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self._set_requires_grad(value, "requires_grad")
+
+    def _set_requires_grad(self, requires_grad: bool, func: str) -> None:
+        if requires_grad:
+            _check_grad_dtype(self.data, func)
+        elif self._node is not None:
+            msg = f"{func}: cannot turn off requires_grad on a non-leaf tensor; use detach()"
+            raise XpgradRuntimeError(msg)
+        self._requires_grad = bool(requires_grad)
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place (leaves only); returns self.
 
@@ -179,12 +205,7 @@ class Tensor:
             >>> xg.zeros(2).requires_grad_().requires_grad
             True
         """
-        if requires_grad:
-            _check_grad_dtype(self.data, "requires_grad_")
-        elif self._node is not None:
-            msg = "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()"
-            raise XpgradRuntimeError(msg)
-        self.requires_grad = bool(requires_grad)
+        self._set_requires_grad(requires_grad, "requires_grad_")
         return self
 
     def detach(self) -> Tensor:
@@ -235,7 +256,7 @@ class Tensor:
             >>> (x * 1).sum().backward(); x.grad
             Tensor([10.], dtype=float64, device=cpu)
         """
-        if not self.requires_grad:
+        if not self._requires_grad:
             msg = "register_hook: cannot register a hook on a tensor that doesn't require grad"
             raise XpgradRuntimeError(msg)
         if self._node is None:
@@ -269,7 +290,7 @@ class Tensor:
             >>> xg.asarray([1.0, 2.0]).numpy()
             array([1., 2.])
         """
-        if self.requires_grad:
+        if self._requires_grad:
             msg = "numpy: the tensor requires grad; call detach().numpy() to leave the graph"
             raise XpgradRuntimeError(msg)
         return _to_numpy(self.data)
@@ -311,7 +332,7 @@ class Tensor:
         from .._backends import resolve_device
         from .._dispatch import backend_namespace
 
-        dev = resolve_device(backend_namespace(self.data), device)
+        dev = resolve_device(backend_namespace(self.data), device, func="to_device")
         # the source device rides along in the kwargs: the VJP moves the gradient back there
         return _op("to_device", self, device=dev, stream=stream, source=self.device)
 
@@ -370,7 +391,7 @@ class Tensor:
         parts = [body, f"dtype={self.dtype.name}", f"device={_device_text(self.data)}"]
         if self._node is not None:
             parts.append(f"grad_fn=<{self._node.prim.name}>")
-        elif self.requires_grad:
+        elif self._requires_grad:
             parts.append("requires_grad=True")
         return "Tensor(" + ", ".join(parts) + ")"
 
@@ -378,112 +399,112 @@ class Tensor:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, o: Any) -> Tensor:
-        return _op("add", self, o)
+        return apply(PRIMITIVES["add"], (self, o), _NOKW)
 
     def __radd__(self, o: Any) -> Tensor:
-        return _op("add", o, self)
+        return apply(PRIMITIVES["add"], (o, self), _NOKW)
 
     def __sub__(self, o: Any) -> Tensor:
-        return _op("subtract", self, o)
+        return apply(PRIMITIVES["subtract"], (self, o), _NOKW)
 
     def __rsub__(self, o: Any) -> Tensor:
-        return _op("subtract", o, self)
+        return apply(PRIMITIVES["subtract"], (o, self), _NOKW)
 
     def __mul__(self, o: Any) -> Tensor:
-        return _op("multiply", self, o)
+        return apply(PRIMITIVES["multiply"], (self, o), _NOKW)
 
     def __rmul__(self, o: Any) -> Tensor:
-        return _op("multiply", o, self)
+        return apply(PRIMITIVES["multiply"], (o, self), _NOKW)
 
     def __truediv__(self, o: Any) -> Tensor:
-        return _op("divide", self, o)
+        return apply(PRIMITIVES["divide"], (self, o), _NOKW)
 
     def __rtruediv__(self, o: Any) -> Tensor:
-        return _op("divide", o, self)
+        return apply(PRIMITIVES["divide"], (o, self), _NOKW)
 
     def __floordiv__(self, o: Any) -> Tensor:
-        return _op("floor_divide", self, o)
+        return apply(PRIMITIVES["floor_divide"], (self, o), _NOKW)
 
     def __rfloordiv__(self, o: Any) -> Tensor:
-        return _op("floor_divide", o, self)
+        return apply(PRIMITIVES["floor_divide"], (o, self), _NOKW)
 
     def __mod__(self, o: Any) -> Tensor:
-        return _op("remainder", self, o)
+        return apply(PRIMITIVES["remainder"], (self, o), _NOKW)
 
     def __rmod__(self, o: Any) -> Tensor:
-        return _op("remainder", o, self)
+        return apply(PRIMITIVES["remainder"], (o, self), _NOKW)
 
     def __pow__(self, o: Any) -> Tensor:
-        return _op("pow", self, o)
+        return apply(PRIMITIVES["pow"], (self, o), _NOKW)
 
     def __rpow__(self, o: Any) -> Tensor:
-        return _op("pow", o, self)
+        return apply(PRIMITIVES["pow"], (o, self), _NOKW)
 
     def __matmul__(self, o: Any) -> Tensor:
-        return _op("matmul", self, o)
+        return apply(PRIMITIVES["matmul"], (self, o), _NOKW)
 
     def __rmatmul__(self, o: Any) -> Tensor:
-        return _op("matmul", o, self)
+        return apply(PRIMITIVES["matmul"], (o, self), _NOKW)
 
     def __and__(self, o: Any) -> Tensor:
-        return _op("bitwise_and", self, o)
+        return apply(PRIMITIVES["bitwise_and"], (self, o), _NOKW)
 
     def __rand__(self, o: Any) -> Tensor:
-        return _op("bitwise_and", o, self)
+        return apply(PRIMITIVES["bitwise_and"], (o, self), _NOKW)
 
     def __or__(self, o: Any) -> Tensor:
-        return _op("bitwise_or", self, o)
+        return apply(PRIMITIVES["bitwise_or"], (self, o), _NOKW)
 
     def __ror__(self, o: Any) -> Tensor:
-        return _op("bitwise_or", o, self)
+        return apply(PRIMITIVES["bitwise_or"], (o, self), _NOKW)
 
     def __xor__(self, o: Any) -> Tensor:
-        return _op("bitwise_xor", self, o)
+        return apply(PRIMITIVES["bitwise_xor"], (self, o), _NOKW)
 
     def __rxor__(self, o: Any) -> Tensor:
-        return _op("bitwise_xor", o, self)
+        return apply(PRIMITIVES["bitwise_xor"], (o, self), _NOKW)
 
     def __lshift__(self, o: Any) -> Tensor:
-        return _op("bitwise_left_shift", self, o)
+        return apply(PRIMITIVES["bitwise_left_shift"], (self, o), _NOKW)
 
     def __rlshift__(self, o: Any) -> Tensor:
-        return _op("bitwise_left_shift", o, self)
+        return apply(PRIMITIVES["bitwise_left_shift"], (o, self), _NOKW)
 
     def __rshift__(self, o: Any) -> Tensor:
-        return _op("bitwise_right_shift", self, o)
+        return apply(PRIMITIVES["bitwise_right_shift"], (self, o), _NOKW)
 
     def __rrshift__(self, o: Any) -> Tensor:
-        return _op("bitwise_right_shift", o, self)
+        return apply(PRIMITIVES["bitwise_right_shift"], (o, self), _NOKW)
 
     def __neg__(self) -> Tensor:
-        return _op("negative", self)
+        return apply(PRIMITIVES["negative"], (self,), _NOKW)
 
     def __pos__(self) -> Tensor:
-        return _op("positive", self)
+        return apply(PRIMITIVES["positive"], (self,), _NOKW)
 
     def __abs__(self) -> Tensor:
-        return _op("abs", self)
+        return apply(PRIMITIVES["abs"], (self,), _NOKW)
 
     def __invert__(self) -> Tensor:
-        return _op("bitwise_invert", self)
+        return apply(PRIMITIVES["bitwise_invert"], (self,), _NOKW)
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return _op("equal", self, o)
+        return apply(PRIMITIVES["equal"], (self, o), _NOKW)
 
     def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return _op("not_equal", self, o)
+        return apply(PRIMITIVES["not_equal"], (self, o), _NOKW)
 
     def __lt__(self, o: Any) -> Tensor:
-        return _op("less", self, o)
+        return apply(PRIMITIVES["less"], (self, o), _NOKW)
 
     def __le__(self, o: Any) -> Tensor:
-        return _op("less_equal", self, o)
+        return apply(PRIMITIVES["less_equal"], (self, o), _NOKW)
 
     def __gt__(self, o: Any) -> Tensor:
-        return _op("greater", self, o)
+        return apply(PRIMITIVES["greater"], (self, o), _NOKW)
 
     def __ge__(self, o: Any) -> Tensor:
-        return _op("greater_equal", self, o)
+        return apply(PRIMITIVES["greater_equal"], (self, o), _NOKW)
 
     def __getitem__(self, key: Any) -> Tensor:
         return _op("getitem", self, key=_unwrap_key(key))
@@ -502,9 +523,9 @@ class Tensor:
         the backend array is mutated where the backend allows it, and the version
         counter is bumped so that a saved copy of the old value is detected.
         """
-        other_rg = isinstance(other, Tensor) and other.requires_grad
-        if GRAD_ENABLED.get() and (self.requires_grad or other_rg):
-            if self._node is None and self.requires_grad:
+        other_rg = isinstance(other, Tensor) and other._requires_grad
+        if GRAD_ENABLED.get() and (self._requires_grad or other_rg):
+            if self._node is None and self._requires_grad:
                 msg = (
                     f"{_INPLACE_NAMES.get(name, name)}: a leaf tensor that requires grad cannot be "
                     "modified in place while recording; use `with xpgrad.no_grad():` "
@@ -520,7 +541,7 @@ class Tensor:
             self.data = new.data
             self._node = new._node
             self._oidx = new._oidx
-            self.requires_grad = True
+            self._requires_grad = True
             self._version = new._version
             self._fw = new._fw
             return self

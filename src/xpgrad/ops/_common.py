@@ -22,13 +22,27 @@ def is_xpgrad(xp: Any) -> bool:
     return getattr(xp, "__name__", None) == "xpgrad"
 
 
+# id(dtype object) -> (the object, is it complex): dtype objects are few and long-lived
+# (singletons in every library), and an id lookup never compares dtypes of two libraries
+_COMPLEX: dict[int, tuple[Any, bool]] = {}
+
+
+def _dtype_is_complex(dt: Any) -> bool:
+    e = _COMPLEX.get(id(dt))
+    if e is not None and e[0] is dt:
+        return e[1]
+    if type(dt) is DType:
+        r = dt.kind == "complex floating"
+    else:
+        r = (fast_name(dt) or dtype_name(dt)).startswith("complex")
+    if len(_COMPLEX) < 1024:  # bounded: a library that made a new dtype object per array
+        _COMPLEX[id(dt)] = (dt, r)
+    return r
+
+
 def is_complex(x: Any) -> bool:
     """Whether an array (or Tensor) has a complex dtype; cheap on the hot path."""
-    dt = x.dtype
-    if type(dt) is DType:
-        return dt.kind == "complex floating"
-    name = fast_name(dt) or dtype_name(dt)
-    return name.startswith("complex")
+    return _dtype_is_complex(x.dtype)
 
 
 def conj(xp: Any, x: Any) -> Any:
@@ -38,8 +52,12 @@ def conj(xp: Any, x: Any) -> Any:
     ``g * conj(f'(z))``, so real-valued losses of complex inputs get the
     steepest-ascent direction.
     """
-    if hasattr(x, "dtype"):
-        return xp.conj(x) if is_complex(x) else x
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        e = _COMPLEX.get(id(dt))  # (the inlined fast path of _dtype_is_complex)
+        if e is not None and e[0] is dt:
+            return xp.conj(x) if e[1] else x
+        return xp.conj(x) if _dtype_is_complex(dt) else x
     if type(x) is complex:  # a Python scalar argument (``multiply(x, 2j)``)
         return x.conjugate()
     return x

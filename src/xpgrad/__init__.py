@@ -31,6 +31,7 @@ from ._dtypes import (
 from ._dtypes import bool  # noqa: A004 - the standard's dtype name
 from ._dispatch import array_namespace
 from ._exceptions import (
+    AnomalyError,
     BackendNotInstalledError,
     DeviceMismatchError,
     DTypeUnavailableError,
@@ -48,6 +49,7 @@ from ._info import __array_namespace_info__
 from ._policy import DevicePolicy, current_policy, default_device, reset_policy, set_default_policy
 from ._spec import API_VERSION as __array_api_version__
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd._anomaly import detect_anomaly
 from ._custom import custom_jvp, custom_vjp
 from .functional import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .ops.creation import *  # noqa: F403
@@ -67,6 +69,7 @@ from . import nn, optim
 from . import linalg
 from . import special
 from . import fft
+from . import viz
 from ._io import load, save
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis

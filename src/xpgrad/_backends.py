@@ -14,7 +14,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-from ._exceptions import BackendNotInstalledError, UnknownNameError
+from ._exceptions import BackendNotInstalledError, UnknownNameError, XpgradTypeError
 
 __all__ = ["LIBRARIES", "backend_info", "library_of", "load_namespace", "resolve_device"]
 
@@ -38,28 +38,28 @@ _NS_TO_LIB["torch"] = "torch"
 _NS_TO_LIB["dask.array"] = "dask"
 
 
-def _canonical(name: str) -> str:
+def _canonical(name: str, func: str = "default_device") -> str:
     key = _ALIASES.get(name, name)
     if key not in LIBRARIES:
-        msg = f"default_device: unknown library name {name!r}; known libraries are {sorted(LIBRARIES)}"
+        msg = f"{func}: unknown library name {name!r}; known libraries are {sorted(LIBRARIES)}"
         raise UnknownNameError(msg)
     return key
 
 
-def load_namespace(name: str) -> ModuleType:
+def load_namespace(name: str, *, func: str = "default_device") -> ModuleType:
     """Import and return the array API namespace for a library name.
 
     Raises:
         UnknownNameError: not a known library name (lists the known ones).
         BackendNotInstalledError: the library is not installed (names the extra).
     """
-    key = _canonical(name)
+    key = _canonical(name, func)
     module, _dist, extra = LIBRARIES[key]
     try:
         return importlib.import_module(module)
     except ImportError as e:
         msg = (
-            f"default_device: the library {key!r} is not installed ({e}); "
+            f"{func}: the library {key!r} is not installed ({e}); "
             f'install it with: pip install "xpgrad[{extra}]"'
         )
         raise BackendNotInstalledError(msg) from e
@@ -99,15 +99,28 @@ def _device_text(d: Any) -> str:
     return s
 
 
-def resolve_device(xp: ModuleType, device: Any) -> Any:
+def resolve_device(xp: ModuleType, device: Any, *, func: str = "default_device") -> Any:
     """Translate a device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``) for namespace ``xp``.
 
     Device objects pass through unchanged. ``None`` means the library's default.
+    ``func`` is the function named in error messages.
 
     Raises:
         UnknownNameError: the library has no such device (lists the ones it has).
+        XpgradTypeError: ``device`` is neither a string nor a device object.
     """
-    if device is None or not isinstance(device, str):
+    if device is None:
+        return device
+    if not isinstance(device, str):
+        bad = isinstance(device, (bool, float, complex, bytes, list, tuple, dict, set, type)) or (
+            isinstance(device, int) and library_of(xp) not in ("torch", "cupy")  # their GPU ordinals
+        )
+        if bad:
+            msg = (
+                f"{func}: device must be a device object or a string such as 'cpu' or 'cuda:0', "
+                f"got {type(device).__name__} {device!r}"
+            )
+            raise XpgradTypeError(msg)
         return device
     lib = library_of(xp)
     text = device.strip().lower()
@@ -122,10 +135,10 @@ def resolve_device(xp: ModuleType, device: Any) -> Any:
         try:
             dev = torch.device(text)
         except RuntimeError as e:
-            msg = f"default_device: {device!r} is not a torch device string ({e})"
+            msg = f"{func}: {device!r} is not a torch device string ({e})"
             raise UnknownNameError(msg) from None
         if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-            _no_such_device(device, lib, namespace_devices(xp))
+            _no_such_device(device, lib, namespace_devices(xp), func)
         # torch tensors on "cpu:0" report device "cpu"; compare equal to what arrays report
         return torch.device("cpu") if dev.type == "cpu" else dev
     if lib == "cupy":
@@ -133,7 +146,7 @@ def resolve_device(xp: ModuleType, device: Any) -> Any:
 
         if kind in ("cuda", "gpu") and 0 <= index < cupy.cuda.runtime.getDeviceCount():
             return cupy.cuda.Device(index)
-        _no_such_device(device, lib, namespace_devices(xp))
+        _no_such_device(device, lib, namespace_devices(xp), func)
     if lib == "jax":
         import jax
 
@@ -144,7 +157,7 @@ def resolve_device(xp: ModuleType, device: Any) -> Any:
             devs = []
         if 0 <= index < len(devs):
             return devs[index]
-        _no_such_device(device, lib, jax.devices())
+        _no_such_device(device, lib, jax.devices(), func)
     # numpy, dask, array_api_strict and any other namespace: match by the device's name
     devs = namespace_devices(xp)
     for d in devs:
@@ -152,13 +165,13 @@ def resolve_device(xp: ModuleType, device: Any) -> Any:
             return d
     if text == "cpu" and devs:
         return devs[0]
-    _no_such_device(device, lib, devs)
+    _no_such_device(device, lib, devs, func)
     return None  # unreachable
 
 
-def _no_such_device(device: str, lib: str, devs: list[Any]) -> None:
+def _no_such_device(device: str, lib: str, devs: list[Any], func: str) -> None:
     names = [_device_text(d) for d in devs]
-    msg = f"default_device: the library {lib!r} has no device {device!r}; available devices: {names}"
+    msg = f"{func}: the library {lib!r} has no device {device!r}; available devices: {names}"
     raise UnknownNameError(msg)
 
 

@@ -5,7 +5,8 @@ A decorated function runs as written until something differentiates it. Then:
 - ``custom_vjp``: reverse mode records one node whose VJP calls the user's
   ``bwd(residuals, cotangent)``; ``fwd`` runs with recording on, so residuals that
   depend on the inputs keep their history and ``bwd`` itself can be differentiated
-  (``grad`` of ``grad``). Forward mode differentiates ``fwd``'s own operations.
+  (``grad`` of ``grad``). Forward mode differentiates ``fwd``'s own operations, and
+  raises NonDifferentiableError when they are invisible to xpgrad (no tangent comes out).
 - ``custom_jvp``: forward mode calls the user's ``jvp(primals, tangents)`` for the
   innermost level (the primals still carry the outer levels, so the rule itself is
   differentiated for those); reverse mode *transposes* that rule: the VJP is the
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._dtypes import dtype_name, is_float
-from ._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd._core import FWD_LEVELS, Primitive, _record
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
@@ -58,6 +59,10 @@ def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
     if tuple(g.shape) != tuple(l_.shape):
         msg = f"{who} returned shape {tuple(g.shape)} for {what}; expected shape {tuple(l_.shape)}"
         raise XpgradValueError(msg)
+    if type(g) is not type(l_):
+        from ._dispatch import backend_namespace
+
+        backend_namespace(g, l_, func=f"{who} ({what})")  # raises NamespaceMismatchError for two libraries
     if g.dtype != l_.dtype:
         msg = f"{who} returned dtype {dtype_name(g.dtype)} for {what}; expected dtype {dtype_name(l_.dtype)}"
         raise XpgradTypeError(msg)
@@ -118,8 +123,9 @@ class _Call:
         return result
 
 
-def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any, call: _Call) -> Any:
-    return call.cotangents(xp, g, args)[i]
+def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
+    # the last argument is the call: saved like an argument, so backward frees it (residuals too)
+    return args[-1].cotangents(xp, g, args[:-1])[i]
 
 
 def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
@@ -130,11 +136,12 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     datas = [a.data for a in ins]
     outs = [_data(o) for o in out_leaves]
     multi = len(outs) != 1
-    prim = Primitive(f"{owner.kind}({owner.__name__})", lambda xp, *a, **k: None, save=owner.save, multi=multi,
+    save = None if owner.save is None else (*owner.save, len(ins))
+    prim = Primitive(f"{owner.kind}({owner.__name__})", lambda xp, *a, **k: None, save=save, multi=multi,
                      chapter="internal")
     prim.defvjp(rest=_rule)
     xp = backend_namespace(*outs)
-    res = _record(prim, xp, ins, datas, {"call": call}, tuple(outs) if multi else outs[0])
+    res = _record(prim, xp, (*ins, call), [*datas, call], {}, tuple(outs) if multi else outs[0])
     res_leaves = list(res) if multi else [res]
     if fw is not None:
         for r, f in zip(res_leaves, fw):
@@ -187,7 +194,9 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
         t = _tree()
         leaves = t.leaves_of(args)
         if not _records(leaves):
-            return self.fun(*args)
+            out = self.fun(*args)
+            self._check_tangents(leaves, t.leaves_of(out), _fname(self.fun))
+            return out
         who = f"custom_vjp {self.__name__}: the fwd rule {_fname(self.fwd)}"
         res = self.fwd(*args)
         if not (isinstance(res, tuple) and len(res) == 2):
@@ -199,10 +208,35 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             if not _is_array(o):
                 msg = f"{who} returned {type(o).__name__} as output {k}; expected arrays"
                 raise XpgradTypeError(msg)
+        self._check_tangents(leaves, out_leaves, _fname(self.fwd))
         pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
         call = _Call(self, args, leaves, pos, out, residuals)
         fw = [o._fw if isinstance(o, Tensor) else None for o in out_leaves]
         return _record_call(self, call, out_leaves, fw)
+
+    def _check_tangents(self, leaves: list[Any], out_leaves: list[Any], ran: str) -> None:
+        """Forward mode reaches a custom_vjp function through its own operations (``fwd``'s);
+        refuse when inputs carry tangents but no floating output does: the computation was
+        invisible to xpgrad (a call into NumPy or SciPy), and a zero tangent would be wrong."""
+        active = FWD_LEVELS.get()
+        if not active:
+            return
+
+        def carries(a: Any) -> bool:
+            fw = a._fw if isinstance(a, Tensor) else None
+            return fw is not None and any(lv in active for lv in fw)
+
+        if not any(carries(a) for a in leaves):
+            return
+        floats = [o for o in out_leaves if _is_array(o) and is_float(getattr(o, "dtype", None))]
+        if floats and not any(carries(o) for o in floats):
+            msg = (
+                f"custom_vjp {self.__name__}: forward mode (jvp) reached this function, but {ran}'s "
+                "output carries no tangent: its computation is invisible to xpgrad (a call into "
+                "another library?), so its forward-mode derivative is unknown; define the rule "
+                "with custom_jvp (which serves both modes), or use reverse mode"
+            )
+            raise NonDifferentiableError(msg)
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
         assert self.bwd is not None  # noqa: S101 - checked in __call__
@@ -338,7 +372,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             o, d = pair
             o = o if isinstance(o, Tensor) else _wrap(o)
             r = _wrap(o.data, o._node, o._oidx, o._version)
-            r.requires_grad = o.requires_grad
+            r._requires_grad = o._requires_grad
             if is_float(o.data.dtype):
                 r._fw = {**(o._fw or {}), level: d}
             return r

@@ -47,6 +47,10 @@ def _resolve(arrays: list[Any], func: str) -> ModuleType:
         for a in arrays:
             kinds.setdefault(f"{type(a).__module__}.{type(a).__qualname__}", a)
         if len(kinds) > 1:
+            for a in arrays:  # an object that is no array at all: say so, not "two libraries"
+                if not array_api_compat.is_array_api_obj(a):
+                    msg = f"{func}: {type(a).__name__} {_short(a)} is not an array of any array API library"
+                    raise XpgradTypeError(msg) from e
             names = " and ".join(sorted(kinds))
             msg = (
                 f"{func}: arrays from different libraries in one call ({names}); "
@@ -87,6 +91,9 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
                 raise XpgradTypeError(msg)
             arrays.append(x)
     if not arrays:
+        if xs and func != "array_namespace" and all(x is None for x in xs):  # sum(None): no array at all
+            msg = f"{func}: expected an array, a Tensor or a Python scalar, got None"
+            raise XpgradTypeError(msg)
         from ._policy import current_policy
 
         return current_policy().xp  # depends on the policy: never cached

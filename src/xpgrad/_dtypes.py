@@ -151,7 +151,7 @@ def _register(obj: Any, name: str) -> None:
         _NAME_BY_TYPE.setdefault(type(nd), {})[nd] = name
 
 
-def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
+def dtype(name: str | DType | Any, xp: ModuleType | None = None, *, func: str = "dtype") -> Any:
     """Return the dtype object of namespace ``xp`` for a standard dtype name.
 
     Args:
@@ -159,6 +159,7 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
             an xpgrad dtype, or a dtype object of any backend.
         xp: the namespace; defaults to the current policy's namespace. Pass the
             ``xpgrad`` module itself to get xpgrad's own dtype object.
+        func: the function named in error messages (the one the user called).
 
     Raises:
         UnknownNameError: ``name`` is not a standard dtype name (lists them).
@@ -172,7 +173,7 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
         >>> xg.dtype("complex64", xg)
         xpgrad.complex64
     """
-    n = dtype_name(name)
+    n = dtype_name(name, func=func)
     if xp is None:
         from ._policy import current_policy
 
@@ -184,13 +185,13 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None) -> Any:
         return tab[n]
     except KeyError:
         msg = (
-            f"dtype: the namespace {getattr(xp, '__name__', xp)!r} has no dtype {n!r}; "
+            f"{func}: the namespace {getattr(xp, '__name__', xp)!r} has no dtype {n!r}; "
             f"it has {sorted(tab)}"
         )
         raise DTypeUnavailableError(msg) from None
 
 
-def dtype_name(dt: Any) -> str:
+def dtype_name(dt: Any, *, func: str = "dtype_name") -> str:
     """Return the standard name of a dtype given as a name, xpgrad dtype or backend dtype.
 
     Raises:
@@ -206,15 +207,15 @@ def dtype_name(dt: Any) -> str:
     if isinstance(dt, str):
         if dt in _KIND:
             return dt
-        msg = f"dtype_name: unknown dtype name {dt!r}; valid names are {list(DTYPE_NAMES)}"
+        msg = f"{func}: unknown dtype name {dt!r}; valid names are {list(DTYPE_NAMES)}"
         raise UnknownNameError(msg)
     name = fast_name(dt)
     if name is not None:
         return name
-    return _slow_name(dt)
+    return _slow_name(dt, func)
 
 
-def _slow_name(dt: Any) -> str:
+def _slow_name(dt: Any, func: str = "dtype_name") -> str:
     # Unseen backend dtype: derive the name from its text ("torch.float32",
     # "dtype('float32')", "array_api_strict.float32") and check it round-trips.
     cand = ""
@@ -234,7 +235,7 @@ def _slow_name(dt: Any) -> str:
     if cand in _KIND:
         _register(dt, cand)
         return cand
-    msg = f"dtype_name: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)}"
+    msg = f"{func}: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)}"
     raise UnknownNameError(msg)
 
 

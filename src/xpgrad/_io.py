@@ -222,6 +222,24 @@ def _decode(node: Any, tensors: dict[str, Any], make: Any, path: str) -> Any:
     raise XpgradValueError(msg)
 
 
+def _read_tensor(f: Any, key: str, target: str) -> Any:
+    """One tensor of an open safetensors file, refused clearly when its dtype is not a standard one."""
+    try:
+        host = f.get_tensor(key)
+    except Exception as e:
+        msg = f"load: cannot read tensor {key!r} of {target!r} as a standard array ({e})"
+        raise XpgradValueError(msg) from e
+    try:
+        dtype_name(host.dtype)
+    except XpgradValueError:
+        msg = (
+            f"load: tensor {key!r} of {target!r} has dtype {host.dtype}, which is not one of the "
+            "array API standard's dtypes; convert the file's tensors (e.g. to float32) first"
+        )
+        raise XpgradValueError(msg) from None
+    return host
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load what :func:`save` wrote (or any safetensors file) as Tensors on the current policy.
 
@@ -257,7 +275,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
         with safe_open(target, framework="numpy") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: _read_tensor(f, k, target) for k in f.keys()}
+    except XpgradValueError:
+        raise
     except Exception as e:
         msg = f"load: {target!r} is not a valid safetensors file (corrupt or truncated?): {e}"
         raise XpgradValueError(msg) from e

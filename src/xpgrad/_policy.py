@@ -117,16 +117,16 @@ def _make_policy(
         new_xp, arr_device = _namespace_of(xp, func)
         new_device = arr_device  # a new namespace resets the device unless given
     if device is not None:
-        new_device = resolve_device(new_xp, device)
+        new_device = resolve_device(new_xp, device, func=func)
     new_dtype = base.dtype
     if dtype_ is not None:
         if not isinstance(dtype_, (str, DType)):
-            dtype_ = dtype_name(dtype_)
-        new_dtype = dtype_name(dtype_)
+            dtype_ = dtype_name(dtype_, func=func)
+        new_dtype = dtype_name(dtype_, func=func)
         if not new_dtype.startswith(("float", "complex")):
             msg = f"{func}: dtype must be a floating dtype name, got {new_dtype!r}"
             raise XpgradTypeError(msg)
-        dtype(new_dtype, new_xp)  # raises if the namespace lacks it
+        dtype(new_dtype, new_xp, func=func)  # raises if the namespace lacks it
     if new_dtype is not None and (dtype_ is not None or xp is not None or device is not None):
         _check_device_dtype(new_xp, new_device, new_dtype, func)
     new_seed = base.seed if seed is None else int(seed)
@@ -182,7 +182,7 @@ def check_device_has_dtypes(func: str, device: Any, arrays: Any, err: Exception 
 
 def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
     if isinstance(spec, str):
-        return load_namespace(spec), None
+        return load_namespace(spec, func=func), None
     if isinstance(spec, ModuleType):
         if getattr(spec, "__name__", None) == "numpy":
             return load_namespace("numpy"), None
@@ -235,7 +235,16 @@ class default_device:  # noqa: N801 - a context manager used like a function
         return policy
 
     def __exit__(self, *exc: object) -> None:
-        _POLICY.reset(self._tokens.pop())
+        # the newest token made in THIS context: one instance may be entered by several
+        # threads or asyncio tasks at once (a shared module-level instance); each resets its own
+        tokens = self._tokens
+        for tok in tokens[::-1]:
+            try:
+                _POLICY.reset(tok)
+            except ValueError:  # made in another thread's or task's context
+                continue
+            tokens.remove(tok)
+            return
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)

@@ -163,13 +163,17 @@ def value_and_grad(
         >>> float(v), g
         (73.0, array([18., 64.]))
     """
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str) -> Callable[..., Any]:
+    """:func:`value_and_grad`, with ``name`` (the transform the user called) in error messages."""
     func = getattr(f, "__name__", "f")
     single = isinstance(argnums, int)
     nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        name = "value_and_grad"
         for n in nums:
             if not isinstance(n, int) or not -len(args) <= n < len(args):
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments of {func}"
@@ -246,7 +250,7 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
         >>> float(d2(np.array(2.0)))
         12.0
     """
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = _value_and_grad(f, argnums, has_aux, "grad")
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -558,7 +562,7 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> _Pair:
         if fw and level in fw:
             rest = {k: v for k, v in fw.items() if k != level}
             p = _wrap(o.data, o._node, o._oidx, o._version)
-            p.requires_grad = o.requires_grad
+            p._requires_grad = o._requires_grad
             p._fw = rest or None
         else:
             p = o

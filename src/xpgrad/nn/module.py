@@ -356,7 +356,8 @@ class Module:
 
         Raises:
             XpgradValueError: lists the missing keys, the unexpected keys and the
-                shape mismatches (shape mismatches are errors even when not strict).
+                mismatched values: a wrong shape, a non-array, complex into real
+                (these are errors even when not strict).
 
         Examples:
             >>> import xpgrad as xg
@@ -380,13 +381,16 @@ class Module:
                     mismatched.append(f"{k}: expected a tensor, got {type(v).__name__}")
                 elif _shape(v) != _shape(cur):
                     mismatched.append(f"{k}: checkpoint shape {_shape(v)}, module shape {_shape(cur)}")
+                elif "complex" in str(v.dtype) and "complex" not in str(cur.dtype):
+                    mismatched.append(f"{k}: checkpoint dtype {v.dtype} into module dtype {cur.dtype} "
+                                      "would discard the imaginary part")
         problems = []
         if strict and missing:
             problems.append(f"missing keys {missing}")
         if strict and unexpected:
             problems.append(f"unexpected keys {unexpected}")
         if mismatched:
-            problems.append(f"shape mismatches [{'; '.join(mismatched)}]")
+            problems.append(f"mismatched values [{'; '.join(mismatched)}]")
         if problems:
             msg = (f"load_state_dict: cannot load into {type(self).__name__}: {', '.join(problems)}; "
                    "nothing was changed")
@@ -439,7 +443,7 @@ class Module:
         if device is not None and _is_dtype(device):
             device, dtype = None, device
         if dtype is not None:
-            name = dtype_name(dtype)
+            name = dtype_name(dtype, func="to")
             if not is_float(name):
                 msg = f"to: dtype must be a floating dtype, got {name!r}"
                 raise XpgradTypeError(msg)
@@ -453,7 +457,7 @@ class Module:
                     continue
                 data = holder.data
                 nxp = target_xp if target_xp is not None else backend_namespace(data)
-                dev = resolve_device(nxp, device) if device is not None else (
+                dev = resolve_device(nxp, device, func="to") if device is not None else (
                     target_dev if target_xp is not None else None)
                 dt = dtype_name(dtype) if dtype is not None and is_float(data.dtype) else None
                 moves.append((holder, move_array(data, nxp, dev, dt, func="to"), holder is t))

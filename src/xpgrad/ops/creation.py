@@ -20,8 +20,8 @@ import array_api_compat
 
 from .._backends import LIBRARIES, load_namespace, namespace_devices, resolve_device
 from .._dispatch import backend_namespace
-from .._dtypes import DType, complex_dtype, dtype, dtype_name, kind
-from .._exceptions import DTypeUnavailableError, XpgradValueError
+from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
+from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
@@ -80,26 +80,27 @@ def _device_namespace(xp: ModuleType, device: Any) -> ModuleType:
     return xp
 
 
-def _where(device: Any) -> tuple[DevicePolicy, ModuleType, Any]:
+def _where(device: Any, func: str) -> tuple[DevicePolicy, ModuleType, Any]:
     """(policy, namespace, backend device) for a function without input arrays."""
     p = current_policy()
     xp = p.xp
     if device is None:
         return p, xp, p.device
     if isinstance(device, str):
-        return p, xp, resolve_device(xp, device)
+        return p, xp, resolve_device(xp, device, func=func)
     if device is not p.device:
+        resolve_device(xp, device, func=func)  # refuses what is no device at all (an int, a list)
         xp = _device_namespace(xp, device)
     return p, xp, device
 
 
-def _dt(dt: Any, xp: ModuleType) -> Any:
+def _dt(dt: Any, xp: ModuleType, func: str) -> Any:
     """Any dtype spelling (xpgrad dtype, name, any library's dtype) as ``xp``'s object."""
     if dt is None:
         return None
     if type(dt) is DType or isinstance(dt, str):
-        return dtype(dt, xp)
-    return dtype(_dtype_name_of(dt, "dtype"), xp)
+        return dtype(dt, xp, func=func)
+    return dtype(_dtype_name_of(dt, func), xp, func=func)
 
 
 def _float_default(p: DevicePolicy, xp: ModuleType, complex_: bool = False) -> Any:
@@ -157,8 +158,8 @@ def _like(func: str, x: Any, dtype_: Any, device: Any) -> tuple[ModuleType, Any,
     """(namespace, raw array, backend dtype, backend device) for a ``*_like`` function."""
     data = x.data if isinstance(x, Tensor) else x
     xp = backend_namespace(data, func=func)
-    dev = resolve_device(xp, device) if device is not None else None
-    return xp, data, _dt(dtype_, xp), dev
+    dev = resolve_device(xp, device, func=func) if device is not None else None
+    return xp, data, _dt(dtype_, xp, func), dev
 
 
 # ---------------------------------------------------------------- from data
@@ -209,7 +210,7 @@ def asarray(
     """
     if isinstance(obj, Tensor):
         t = obj
-        if dtype is not None and dtype_name(dtype) != dtype_name(t.data.dtype):
+        if dtype is not None and dtype_name(dtype, func="asarray") != dtype_name(t.data.dtype):
             if copy is False:
                 msg = f"asarray: copy=False, but casting {dtype_name(t.data.dtype)} to {dtype_name(dtype)} needs a copy"
                 raise XpgradValueError(msg)
@@ -222,7 +223,7 @@ def asarray(
             t = astype(t, t.data.dtype, copy=True)
         if device is not None:
             xp = backend_namespace(t.data, func="asarray")
-            dev = resolve_device(xp, device)
+            dev = resolve_device(xp, device, func="asarray")
             if dev != array_api_compat.device(t.data):
                 t = t.to_device(dev)
         if requires_grad:
@@ -231,32 +232,60 @@ def asarray(
     if _is_array(obj):
         xp = backend_namespace(obj, func="asarray")
         if dtype is None and device is None and not copy:
-            return Tensor(obj, requires_grad=requires_grad)
-        dev = resolve_device(xp, device) if device is not None else None
-        dt = _dt(dtype, xp)
+            return Tensor(_standard(obj, obj), requires_grad=requires_grad)
+        dev = resolve_device(xp, device, func="asarray") if device is not None else None
+        dt = _dt(dtype, xp, "asarray")
         try:
             data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
         except Exception as e:
             _explain("asarray", xp, dev, dt, e)
             raise
-        return Tensor(data, requires_grad=requires_grad)
-    p, xp, dev = _where(device)
+        return Tensor(_standard(data, obj), requires_grad=requires_grad)
+    p, xp, dev = _where(device, "asarray")
     obj = _unwrap_nested(obj)
-    dt = _dt(dtype, xp)
+    dt = _dt(dtype, xp, "asarray")
     try:
         data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
         if dt is None and p.dtype is not None:
+            # rebuilt from the Python numbers, not cast: a cast from the library's float32
+            # default would round float64 data (torch, array-api-strict's device1/device2)
             k = kind(data.dtype)
             if k == "real floating" and dtype_name(data.dtype) != p.dtype:
                 dt = _float_default(p, xp)
-                data = xp.astype(data, dt)
+                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
             elif k == "complex floating" and dtype_name(data.dtype) != complex_dtype(p.dtype):
                 dt = _float_default(p, xp, complex_=True)
-                data = xp.astype(data, dt)
+                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+    except XpgradError:
+        raise
     except Exception as e:
         _explain("asarray", xp, dev, dt, e)
-        raise
-    return Tensor(data, requires_grad=requires_grad)
+        msg = (
+            f"asarray: cannot make an array from {type(obj).__name__} {_short(obj)} "
+            f"({type(e).__name__}: {e}); expected numbers, nested sequences of numbers of one shape, or an array"
+        )
+        raise (XpgradValueError if isinstance(e, ValueError) else XpgradTypeError)(msg) from e
+    return Tensor(_standard(data, obj), requires_grad=requires_grad)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) < 60 else r[:57] + "..."
+
+
+def _standard(data: Any, obj: Any) -> Any:
+    """``data`` if its dtype is one of the standard's; else a clear error naming ``obj``
+    (NumPy turns a str, a dict or None into a string or object array)."""
+    if fast_name(data.dtype) is None:
+        try:
+            dtype_name(data.dtype)
+        except UnknownNameError:
+            msg = (
+                f"asarray: cannot make an array from {type(obj).__name__} {_short(obj)}: its dtype "
+                f"{data.dtype} is not one of the standard's numeric or boolean dtypes"
+            )
+            raise XpgradTypeError(msg) from None
+    return data
 
 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
@@ -282,7 +311,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
         Tensor([0., 1., 2.], dtype=float64, device=cpu)
     """
     data = x.data if isinstance(x, Tensor) else x
-    _, xp, dev = _where(device)
+    _, xp, dev = _where(device, "from_dlpack")
     kw: dict[str, Any] = {}
     if device is not None:
         kw["device"] = dev
@@ -306,8 +335,8 @@ def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
         ...     xg.zeros(2).dtype
         xpgrad.float32
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "zeros")
+    dt = _dt(dtype, xp, "zeros") if dtype is not None else _float_default(p, xp)
     return _create("zeros", xp, dev, dt, xp.zeros, shape)
 
 
@@ -319,8 +348,8 @@ def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None)
         >>> xg.ones(2, dtype=xg.float32)
         Tensor([1., 1.], dtype=float32, device=cpu)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "ones")
+    dt = _dt(dtype, xp, "ones") if dtype is not None else _float_default(p, xp)
     return _create("ones", xp, dev, dt, xp.ones, shape)
 
 
@@ -333,8 +362,8 @@ def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
         >>> x.shape, x.dtype
         ((2, 3), xpgrad.float32)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "empty")
+    dt = _dt(dtype, xp, "empty") if dtype is not None else _float_default(p, xp)
     return _create("empty", xp, dev, dt, xp.empty, shape)
 
 
@@ -353,10 +382,10 @@ def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex,
         ...     xg.full((1,), 0.5)
         Tensor([0.5], dtype=float32, device=cpu)
     """
-    p, xp, dev = _where(device)
+    p, xp, dev = _where(device, "full")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data
-    dt = _dt(dtype, xp) if dtype is not None else _scalar_default(p, xp, fill_value)
+    dt = _dt(dtype, xp, "full") if dtype is not None else _scalar_default(p, xp, fill_value)
     return _create("full", xp, dev, dt, xp.full, shape, fill_value)
 
 
@@ -369,8 +398,8 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = N
         Tensor([[0., 1., 0.],
                 [0., 0., 1.]], dtype=float64, device=cpu)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "eye")
+    dt = _dt(dtype, xp, "eye") if dtype is not None else _float_default(p, xp)
     return _create("eye", xp, dev, dt, xp.eye, n_rows, n_cols, k=k)
 
 
@@ -388,8 +417,8 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
         >>> xg.arange(0.0, 1.0, 0.5)
         Tensor([0. , 0.5], dtype=float64, device=cpu)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _scalar_default(p, xp, start, stop, step)
+    p, xp, dev = _where(device, "arange")
+    dt = _dt(dtype, xp, "arange") if dtype is not None else _scalar_default(p, xp, start, stop, step)
     return _create("arange", xp, dev, dt, xp.arange, start, stop, step)
 
 
@@ -404,9 +433,9 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
         >>> xg.linspace(0, 1, 2, endpoint=False, dtype=xg.float32)
         Tensor([0. , 0.5], dtype=float32, device=cpu)
     """
-    p, xp, dev = _where(device)
+    p, xp, dev = _where(device, "linspace")
     if dtype is not None:
-        dt = _dt(dtype, xp)
+        dt = _dt(dtype, xp, "linspace")
     else:
         dt = _float_default(p, xp, complex_=isinstance(start, complex) or isinstance(stop, complex))
     return _create("linspace", xp, dev, dt, xp.linspace, start, stop, num, endpoint=endpoint)

@@ -31,8 +31,10 @@ _C = "data_type"
 def _name(dt: Any, func: str) -> str:
     """The standard name of a dtype in any spelling, or a clear error."""
     try:
-        return dtype_name(dt)
+        return dtype_name(dt, func=func)
     except UnknownNameError:
+        if isinstance(dt, str):
+            raise  # an unknown name: the error lists the valid ones
         # a scalar type used as a dtype (np.float32) that no table has met yet
         cand = getattr(dt, "__name__", None) if isinstance(dt, type) else None
         if cand in DTYPES or cand == "bool_":
@@ -106,7 +108,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
     if device is not None:
         from .._backends import resolve_device
 
-        dev = resolve_device(xp, device)
+        dev = resolve_device(xp, device, func="astype")
         src = array_api_compat.device(data)
         if dev != src:
             kw["device"] = dev

@@ -420,8 +420,8 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None)
         >>> xg.fft.fftfreq(4, d=0.5, dtype=xg.float32)
         Tensor([ 0. ,  0.5, -1. , -0.5], dtype=float32, device=cpu)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "fftfreq")
+    dt = _dt(dtype, xp, "fftfreq") if dtype is not None else _float_default(p, xp)
     return _create("fftfreq", xp, dev, dt, xp.fft.fftfreq, n, d=d)
 
 
@@ -433,8 +433,8 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None
         >>> xg.fft.rfftfreq(4)
         Tensor([0.  , 0.25, 0.5 ], dtype=float64, device=cpu)
     """
-    p, xp, dev = _where(device)
-    dt = _dt(dtype, xp) if dtype is not None else _float_default(p, xp)
+    p, xp, dev = _where(device, "rfftfreq")
+    dt = _dt(dtype, xp, "rfftfreq") if dtype is not None else _float_default(p, xp)
     return _create("rfftfreq", xp, dev, dt, xp.fft.rfftfreq, n, d=d)
 
 

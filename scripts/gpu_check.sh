@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run xpgrad's GPU checks on a Linux machine with an NVIDIA GPU and a CUDA 12 driver:
+#   1. a fresh virtual environment with xpgrad[cupy,test,demo] and a CUDA build of torch;
+#   2. the test suite with the CuPy backend (XPGRAD_BACKENDS=cupy);
+#   3. scripts/gpu_smoke.py: gradients on CuPy and on torch-CUDA against NumPy, the
+#      policy's device selection (GPU 0 and 1 where there are two), Module.to(device=...)
+#      on torch, and the demo trained on CuPy.
+# Usage, from anywhere:  bash scripts/gpu_check.sh
+# Environment: PYTHON (default python3), VENV (default .venv-gpu),
+#   TORCH_INDEX: a PyTorch wheel index for a specific CUDA version, e.g.
+#   https://download.pytorch.org/whl/cu126 (default: PyPI, whose Linux x86-64 torch
+#   wheels are CUDA builds), PYTEST_ARGS (extra pytest arguments, e.g. "-x").
+# The log goes to gpu-check.log as well as the terminal. Exit status: non-zero if any step fails.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv-gpu}
+TORCH_VERSION=$(sed -n 's/^torch = \["torch==\([^"]*\)"\]/\1/p' pyproject.toml)
+exec > >(tee gpu-check.log) 2>&1
+
+echo "== machine"
+date -u
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+"$PYTHON" --version
+
+echo "== environment ($VENV)"
+"$PYTHON" -m venv "$VENV"
+PY="$VENV/bin/python"
+"$PY" -m pip install --quiet --upgrade pip
+if [ -n "${TORCH_INDEX:-}" ]; then
+    "$PY" -m pip install --quiet "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX"
+else
+    "$PY" -m pip install --quiet "torch==${TORCH_VERSION}"
+fi
+# torch is already there (a CUDA build), so the torch extra's pin is satisfied as is
+"$PY" -m pip install --quiet -e ".[cupy,torch,test,demo]"
+"$PY" - <<'EOF'
+import cupy, torch
+n = cupy.cuda.runtime.getDeviceCount()
+print(f"cupy {cupy.__version__}: {n} GPU(s), CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}")
+print(f"torch {torch.__version__}: cuda available {torch.cuda.is_available()}, {torch.cuda.device_count()} GPU(s)")
+if n < 1 or not torch.cuda.is_available():
+    raise SystemExit("no usable GPU for cupy and torch: stopping")
+EOF
+
+status=0
+echo "== test suite on cupy"
+XPGRAD_BACKENDS=cupy "$PY" -m pytest tests -q -p no:cacheprovider ${PYTEST_ARGS:-} || status=1
+
+echo "== smoke checks: cupy, torch-cuda, demo"
+"$PY" scripts/gpu_smoke.py || status=1
+
+echo "== done (status $status); log in gpu-check.log"
+exit $status

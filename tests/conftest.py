@@ -28,6 +28,9 @@ settings.register_profile(
 # `HYPOTHESIS_PROFILE=debug`: the ci examples, reported without shrinking (a failing
 # case on Dask can take minutes to shrink)
 settings.register_profile("debug", settings.get_profile("ci"), phases=[Phase.explicit, Phase.reuse, Phase.generate])
+# `HYPOTHESIS_PROFILE=thorough-debug`: the thorough examples without shrinking
+settings.register_profile("thorough-debug", settings.get_profile("thorough"),
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Under the ci and debug profiles, the gradient sweep of tests/test_rules.py draws the

@@ -47,6 +47,11 @@ def _dev(x: Any) -> Any:
 
 def _inner(xp: Any, a: Any, b: Any) -> Any:
     """Real inner product <a, b> = Re(sum(conj(a) * b)), a scalar of xp."""
+    if 0 in a.shape:
+        # empty: the sum alone (0, with a zero gradient); multiplying first would make Dask
+        # rechunk an array joined from empty chunks, which raises inside Dask
+        s = xp.sum(a)
+        return xp.real(s) if dtype_name(s.dtype).startswith("complex") else s
     prod = a * (xp.conj(b) if dtype_name(b.dtype).startswith("complex") else b)
     s = xp.sum(prod)
     return xp.real(s) if dtype_name(s.dtype).startswith("complex") else s

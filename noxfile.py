@@ -200,8 +200,12 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """The benchmarks, side by side with the other libraries (python -m benchmarks)."""
-    if not (ROOT / "benchmarks" / "__main__.py").exists():
-        session.skip("benchmarks/__main__.py does not exist yet (issue: benchmarks runner)")
+    """The benchmarks, side by side with the other libraries (python -m benchmarks).
+
+    Every workload for every framework, each pair in its own process; results, table
+    and chart go to benchmarks/results (``nox -s bench -- --out DIR --repeats N``;
+    ``-- --quick`` for a smoke run). Regenerate the docs page from a results folder with
+    ``python -m benchmarks.report DIR --docs``.
+    """
     session.install(".[bench]")
     session.run("python", "-m", "benchmarks", *session.posargs)

@@ -260,3 +260,51 @@ def test_scheduler_state_dict_and_errors() -> None:
     one.step()
     with pytest.raises(xg.XpgradValueError, match="total_steps"):
         one.step()
+
+
+# Peak extra memory of one step(), as multiples of the parameter's size: the full-size
+# temporaries the update needs (see xpgrad/optim/algorithms.py), plus on the first step
+# the state buffers the optimizer creates. NumPy reports its allocations to tracemalloc.
+MEMORY_CONFIGS = [
+    ("SGD", {}, 1, 0),
+    ("SGD", {"momentum": 0.9}, 1, 1),
+    ("SGD", {"momentum": 0.9, "dampening": 0.5, "maximize": True}, 1, 1),
+    ("SGD", {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}, 2, 1),
+    ("Adam", {}, 2, 2),
+    ("Adam", {"weight_decay": 0.1, "maximize": True}, 2, 2),
+    ("Adam", {"amsgrad": True}, 2, 3),
+    ("AdamW", {}, 2, 2),
+    ("RMSprop", {}, 2, 1),
+    ("RMSprop", {"momentum": 0.9, "centered": True}, 2, 3),
+    ("RMSprop", {"momentum": 0.9, "centered": True, "weight_decay": 0.1}, 3, 3),
+    ("Adagrad", {}, 2, 0),
+    ("Adagrad", {"weight_decay": 0.1}, 2, 0),
+]
+
+
+@pytest.mark.parametrize("config", MEMORY_CONFIGS, ids=[_ids(c[:2]) for c in MEMORY_CONFIGS])
+def test_step_makes_no_extra_copies(config: tuple[str, dict[str, Any], int, int]) -> None:
+    import tracemalloc
+
+    name, kw, temporaries, state_buffers = config
+    n = 250_000
+    rng = np.random.default_rng(1)
+    p = nn.Parameter(xg.asarray(rng.standard_normal(n)))
+    grad = rng.standard_normal(n)
+    opt = getattr(optim, name)([p], lr=1e-3, **kw)
+    size = p.data.nbytes
+    data = p.data
+    peaks = []
+    for _ in range(3):
+        p.grad = xg.asarray(grad.copy())
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            opt.step()
+            peaks.append((tracemalloc.get_traced_memory()[1] - base) / size)
+        finally:
+            tracemalloc.stop()
+    assert p.data is data  # updated in place
+    # a little slack for small Python objects; a full-size copy would add 1.0
+    assert peaks[0] <= temporaries + state_buffers + 0.05, peaks
+    assert max(peaks[1:]) <= temporaries + 0.05, peaks

@@ -1,0 +1,256 @@
+"""Tables and a chart from a results folder; ``--docs`` regenerates docs/benchmarks.md.
+
+``python -m benchmarks.report RESULTS_DIR [--docs]`` reads ``RESULTS_DIR/results.jsonl``
+(and ``run.json``), writes ``table.md`` and ``chart.png`` next to it and prints the
+table; ``--docs`` also writes docs/benchmarks.md and docs/assets/bench_chart.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ._worker import FRAMEWORKS
+from .workloads import SPECS, WORKLOADS
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = "numpy-manual"
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+DOCS_CHART = ROOT / "docs" / "assets" / "bench_chart.png"
+
+
+def load(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records of ``results.jsonl`` and the run's metadata (``run.json``, may be empty)."""
+    records = [json.loads(ln) for ln in (folder / "results.jsonl").read_text().splitlines() if ln.strip()]
+    meta_path = folder / "run.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return records, meta
+
+
+def _index(records: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], dict[str, Any]], list[str], list[str]]:
+    by = {(r["framework"], r["workload"]): r for r in records}
+    fws = [f for f in FRAMEWORKS if any(k[0] == f for k in by)]
+    wls = [w for w in WORKLOADS if any(k[1] == w for k in by)]
+    return by, fws, wls
+
+
+def ratios(records: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """median / numpy-manual's median of the same workload, for every pair that ran."""
+    by, _, _ = _index(records)
+    out = {}
+    for (fw, wl), r in by.items():
+        ref = by.get((REFERENCE, wl))
+        if r["status"] == "ok" and ref is not None and ref["status"] == "ok" and ref["median"]:
+            out[fw, wl] = r["median"] / ref["median"]
+    return out
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def _na(r: dict[str, Any] | None, notes: list[str]) -> str:
+    if r is None:
+        return "—"
+    reason = f"{r['framework']} / {r['workload']}: {r['status']}: {r.get('reason', '')}"
+    if reason not in notes:
+        notes.append(reason)
+    return f"{r['status']} [{notes.index(reason) + 1}]"
+
+
+def table_md(records: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    """The markdown tables: ratios to numpy-manual, medians with quartiles, gradient check."""
+    meta = meta or {}
+    by, fws, wls = _index(records)
+    rat = ratios(records)
+    notes: list[str] = []
+    first = records[0] if records else {}
+    m = meta.get("machine") or first.get("machine", {})
+    lines = []
+    date = meta.get("date") or first.get("date", "?")
+    lines.append(f"Run: {date}; machine: {m.get('cpu', '?')}, {m.get('cpus_usable', m.get('cpu_count', '?'))} "
+                 f"usable cores, {m.get('platform', '?')}, Python {m.get('python', '?')}"
+                 + (f"; load average at the end {m['loadavg_1min']}" if "loadavg_1min" in m else ""))
+    if meta.get("command"):
+        threads = meta.get("threads")
+        lines.append(f"Command: `{meta['command']}` ({meta.get('seconds', '?')} s; "
+                     + (f"{threads} thread(s) per library)" if threads else "the libraries' default threads)"))
+    cores = m.get("cpus_usable", m.get("cpu_count"))
+    if cores and m.get("loadavg_1min", 0) > cores:
+        lines.append(f"**The machine was shared (load average {m['loadavg_1min']} on {cores} cores): "
+                     "the timings are noisy.**")
+    if any(r.get("quick") for r in records):
+        lines.append("**Quick (smoke) run: small sizes and few samples; the numbers mean nothing.**")
+    vers = {}
+    for r in records:
+        vers.update(r.get("versions", {}))
+    lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())))
+    lines.append("")
+    mem = "large" in wls
+    head = [f"{w} ({SPECS[w].unit})" for w in wls] + (["large: peak memory (x \\|x\\|)"] if mem else [])
+    lines.append("**Time as a ratio to numpy-manual in the same run** (median; lower is faster)")
+    lines.append("")
+    lines.append("| framework | " + " | ".join(head) + " |")
+    lines.append("|---" * (len(head) + 1) + "|")
+    for fw in fws:
+        cells = []
+        for wl in wls:
+            r = by.get((fw, wl))
+            cells.append(f"{rat[fw, wl]:.2f}x" if (fw, wl) in rat else _na(r, notes))
+        if mem:
+            r = by.get((fw, "large"))
+            cells.append(f"{r['peak_mem_ratio']:.2f}" if r and r.get("peak_mem_ratio") is not None else _na(r, notes))
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("**Median [q1, q3]** of the timing samples")
+    lines.append("")
+    lines.append("| framework | " + " | ".join(f"{w} ({SPECS[w].unit})" for w in wls) + " |")
+    lines.append("|---" * (len(wls) + 1) + "|")
+    for fw in fws:
+        cells = []
+        for wl in wls:
+            r = by.get((fw, wl))
+            cells.append(f"{_fmt(r['median'])} [{_fmt(r['q1'])}, {_fmt(r['q3'])}]" if r and r["status"] == "ok"
+                         else _na(r, notes))
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("**Gradient check**: max abs difference from numpy-manual's gradients (in parentheses: "
+                 "divided by the largest reference gradient; the chain's gradients are tiny, about 1e-15 at most); "
+                 "float64 for chain, large, matchain, float32 for mlp, cnn")
+    lines.append("")
+    lines.append("| framework | " + " | ".join(wls) + " |")
+    lines.append("|---" * (len(wls) + 1) + "|")
+    for fw in fws:
+        cells = []
+        for wl in wls:
+            r = by.get((fw, wl))
+            cells.append(f"{r['grad_max_abs_diff']:.1e} ({r['grad_max_rel_diff']:.0e})"
+                         if r and r.get("grad_max_abs_diff") is not None else _na(r, notes))
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    if notes:
+        lines.append("")
+        lines.extend(f"[{i}] {n}" for i, n in enumerate(notes, 1))
+    return "\n".join(lines) + "\n"
+
+
+def chart(records: list[dict[str, Any]], path: Path) -> None:
+    """A grouped bar chart (log scale) of the time ratios to numpy-manual."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, fws, wls = _index(records)
+    rat = ratios(records)
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=110)
+    width = 0.8 / max(len(fws), 1)
+    for i, fw in enumerate(fws):
+        xs = [j + (i - (len(fws) - 1) / 2) * width for j in range(len(wls))]
+        vals = [rat.get((fw, wl), math.nan) for wl in wls]
+        ax.bar(xs, vals, width, label=fw)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(wls)), [f"{w}\n({SPECS[w].unit})" for w in wls])
+    ax.set_ylabel("time / numpy-manual (log scale)")
+    ax.set_title("Gradient computation time relative to hand-written NumPy (lower is faster)")
+    ax.legend(ncol=min(len(fws), 8), fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write(folder: Path) -> str:
+    """Write ``table.md`` and ``chart.png`` into ``folder``; return the table."""
+    records, meta = load(folder)
+    table = table_md(records, meta)
+    (folder / "table.md").write_text(table)
+    chart(records, folder / "chart.png")
+    return table
+
+
+_PAGE_HEAD = """# Benchmarks
+
+<!-- generated by `python -m benchmarks.report RESULTS_DIR --docs`; do not edit by hand -->
+
+xpgrad's speed and memory, side by side with the reference libraries, on five
+workloads. Every framework computes the same gradients from the same inputs (drawn
+from a seeded NumPy generator); each (framework, workload) pair runs in its own
+Python process.
+
+Run them with `nox -s bench` (a fresh virtualenv with the `bench` extra) or
+`python -m benchmarks` (options: `--workloads`, `--frameworks`, `--repeats`,
+`--quick`, `--out DIR`); regenerate this page from a results folder with
+`python -m benchmarks.report RESULTS_DIR --docs`.
+
+## Workloads
+
+{workloads}
+
+## Frameworks
+
+- **numpy-manual**: a hand-written NumPy forward and backward (the floor for a NumPy-backed tape;
+  the reference of every ratio and of the gradient check).
+- **torch**: PyTorch eager on the CPU, its autograd, `torch.optim.SGD`.
+- **autograd**: HIPS autograd (`autograd.grad` of a NumPy function). It has no convolution,
+  so its cnn is written with `autograd.numpy` (padding, shifted slices, `einsum`).
+- **mygrad**: MyGrad's tape, with its own `conv_nd`, `max_pool` and `softmax_crossentropy`.
+- **jax**: `jax.grad` without `jit` (op by op). **jax-jit**: the whole step compiled
+  ahead of the timing; a reference for what compilation buys, not a peer of a tape.
+- **xpgrad-numpy**, **xpgrad-torch**: xpgrad on NumPy arrays and on torch tensors
+  (torch's own autograd unused), with `xpgrad.optim.SGD`; the cnn is the demo's model
+  (`xpgrad._demo.build_model("cnn")`).
+
+## Method
+
+- Threads: by default every library runs single-threaded (`OMP_NUM_THREADS=1` and the like, and
+  XLA's single-thread flags; `--threads N` changes it): the comparison is about the tapes, and a
+  shared machine makes thread pools thrash.
+- Timing: `time.perf_counter`; two warm-up calls; then each sample repeats the call until it
+  lasts about 0.1 s, and the tables give the median and the quartiles of the samples.
+- Memory (large): in the pair's fresh process, after a small warm-up call and the creation
+  of the full-size inputs, the kernel's peak-RSS counter (`VmHWM`) is reset (writing `5` to
+  `/proc/self/clear_refs`) and read after one gradient computation: the peak RSS above the
+  post-setup RSS, divided by the size of x (32 MB). It counts everything the call keeps alive
+  at its peak, the returned gradient included (so 1.0 is the floor, and numpy-manual, which
+  holds `exp(sin(x))` and the gradient, needs 2.0). Where the reset is refused, a thread
+  samples `VmRSS` every 0.5 ms instead (the record says which).
+- Gradient check: the gradients of the first call (at the initial parameters) against
+  numpy-manual's; a framework that computes a wrong gradient is not fast, it is wrong.
+  In the cnn, max-pool ties (a window on a digit's blank border, where every pixel equals
+  the bias) send the gradient to the window's first maximum, as PyTorch does.
+
+## Results
+
+"""
+
+
+def docs(folder: Path) -> None:
+    """Regenerate docs/benchmarks.md and docs/assets/bench_chart.png from ``folder``."""
+    records, meta = load(folder)
+    write(folder)
+    DOCS_CHART.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(folder / "chart.png", DOCS_CHART)
+    wl = "\n".join(f"- **{w}** ({SPECS[w].unit}): {SPECS[w].description}." for w in WORKLOADS)
+    page = _PAGE_HEAD.format(workloads=wl) + table_md(records, meta)
+    page += "\n![Time relative to numpy-manual, log scale](assets/bench_chart.png)\n"
+    DOCS_PAGE.write_text(page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path, help="a folder written by python -m benchmarks")
+    ap.add_argument("--docs", action="store_true", help="also regenerate docs/benchmarks.md and its chart")
+    a = ap.parse_args(argv)
+    if a.docs:
+        docs(a.results)
+    print(write(a.results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,11 +32,18 @@ def _sort_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, descending: bool)
     return _take_along(xp, g[0], xp.argsort(ans[1], axis=axis), axis=axis)
 
 
+def _sort_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, descending: bool) -> tuple[Any, None]:
+    perm = ans[1]
+    if isinstance(perm, Tensor):  # higher order: the recorded permutation output, used as a constant index
+        perm = Tensor(perm.data)
+    return _take_along(xp, t, perm, axis=axis), None
+
+
 # outputs (sorted values, permutation); the permutation is what the VJP needs
 _sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C)
 _sort.defvjp(_sort_vjp)
 # forward mode: the tangent in sorted order (the permutation's tangent is none)
-_sort.defjvp(lambda xp, t, ans, x, *, axis, descending: (_take_along(xp, t, ans[1], axis=axis), None))
+_sort.defjvp(_sort_jvp)
 
 _argsort = primitive("argsort", lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, chapter=_C)
 # integer and boolean inputs have no gradient: the backend's own sort (torch cannot gather uint16)

@@ -92,6 +92,19 @@ def declare(name: str, reason: str) -> None:
     DECLARED[name] = reason
 _NOKW: dict[str, Any] = {}
 
+#: the backward engine's in-place hand-off, read by ``ops._common.scale``. [0]: the upstream
+#: gradient donated to the one rule now running (a fresh buffer that the engine owns and
+#: no one reads afterwards), else None. [1]: ``WANT_FRESH`` while the engine runs a rule,
+#: replaced by the helper with the fresh array it returns. Outside the engine both are None.
+#: Per thread (``GRAD_SLOT.s``): two threads running backward never see each other's buffers.
+class _GradSlot(threading.local):
+    def __init__(self) -> None:
+        self.s: list[Any] = [None, None]
+
+
+GRAD_SLOT = _GradSlot()
+WANT_FRESH = object()
+
 
 class Primitive:
     """One differentiable (or declared non-differentiable) operation.

@@ -4,7 +4,10 @@ Order comes from an iterative depth-first post-order (no recursion, so chains of
 any length work); processing it in reverse visits every node after all of its
 consumers. Gradients wait in a buffer per node and are dropped as soon as the
 node has used them; saved values are freed after use unless ``retain_graph``.
-A ``None`` gradient is a symbolic zero: it is never materialized.
+A ``None`` gradient is a symbolic zero: it is never materialized. Gradient
+buffers that the pass allocated itself and that no one else has seen are summed
+into in place, and handed to the next rule to overwrite (``ops._common.scale``),
+so an elementwise chain needs no new buffer per step (see :func:`_pass`).
 
 First order calls each rule with the node's backend namespace and raw arrays;
 ``create_graph=True`` calls the same rule with the ``xpgrad`` namespace and
@@ -27,7 +30,7 @@ from .._exceptions import (
     XpgradValueError,
 )
 from . import _anomaly
-from ._core import ArgMeta, Node, fit_dtype
+from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, fit_dtype
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
@@ -147,6 +150,33 @@ def _run(
     func: str,
 ) -> list[Any] | None:
     """The engine. Accumulates into leaves (targets None) or returns target grads."""
+    try:
+        return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
+                     func=func)
+    finally:
+        slot = GRAD_SLOT.s
+        slot[0] = slot[1] = None
+
+
+def _pass(
+    outputs: Sequence[Tensor],
+    grads: Sequence[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    targets: Sequence[Tensor] | None,
+    func: str,
+) -> list[Any] | None:
+    """One backward pass (see :func:`_run`).
+
+    Ownership: ``owned`` holds the ids of the gradient buffers that the pass itself
+    allocated (fresh results of ``ops._common.scale``, of an accumulation) and that
+    sit in exactly one buffer slot, seen by no one else. Such a buffer is summed
+    into in place, and donated (``GRAD_SLOT.s[0]``) to its node's rule when that rule is
+    the only one to read it. Ids leave the set when their buffer is taken out, so an
+    id never outlives its array. Not at all under ``create_graph`` (Tensors) or
+    anomaly detection (which compares the gradient before and after the rule).
+    """
     import xpgrad
 
     # gradient buffers: node -> list per output; leaves by id
@@ -180,16 +210,29 @@ def _run(
         needed = _needed(order, targets)
     results: list[Any] = [None] * (len(targets) if targets is not None else 0)
     check_nan = _anomaly.depth and _anomaly.ANOMALY.get()
+    track = not create_graph and not check_nan
+    owned: set[int] = set()
+    gslot = GRAD_SLOT.s
 
     for node in order:
         buf = gbuf.pop(node, None)
-        if buf is not None and node.hooks:
-            buf = _run_hooks(node, buf, create_graph)
+        own = False
+        if buf is not None:
+            if owned:
+                for b in buf:
+                    k = id(b)
+                    if k in owned:
+                        owned.discard(k)
+                        own = True
+            if node.hooks:
+                own = False  # a hook may keep the gradient it is shown
+                buf = _run_hooks(node, buf, create_graph)
         if capture and buf is not None:
             for j in range(node.n_out):
                 slot = capture.get((id(node), j))
                 if slot is not None and buf[j] is not None:
                     results[slot] = buf[j]
+                    own = False
         if buf is None:
             g = None
         elif node.n_out == 1:
@@ -222,7 +265,10 @@ def _run(
         kw = node.kw
         vjps = prim.vjps
         meta = node.meta
-        for i, parent in enumerate(node.parents):
+        parents = node.parents
+        # donate the gradient when one rule alone reads it (no other rule can return it, or a view)
+        donate = own and node.n_out == 1 and (len(parents) == 1 or _one_parent(parents))
+        for i, parent in enumerate(parents):
             if parent is None:
                 continue
             if needed is not None and id(parent) not in needed:
@@ -232,7 +278,15 @@ def _run(
                 msg = f"{prim.name}: no gradient rule for argument {i}"
                 raise NonDifferentiableError(msg)
             try:
-                gi = rule(xp, g, ans, *args, **kw)
+                if track:
+                    if donate:
+                        gslot[0] = g
+                    gslot[1] = WANT_FRESH
+                    gi = rule(xp, g, ans, *args, **kw)
+                    fresh = gi is not None and gslot[1] is gi
+                    gslot[0] = gslot[1] = None
+                else:
+                    gi = rule(xp, g, ans, *args, **kw)
                 if gi is None:
                     continue
                 m = meta[i]
@@ -240,11 +294,34 @@ def _run(
                 # two comparisons; anything else is fitted (shapes of unknown size included)
                 if create_graph or getattr(gi, "shape", None) != m[0] or gi.dtype != m[1]:
                     gi = _fit(xp, gi, m, create_graph)
+                    fresh = False  # (a copy, possibly a view of it: not tracked)
             except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
                 _fail_rule(node, g, e)
             if check_nan:
                 _anomaly.check_backward(node, i, node.xp, g, gi)
-            if type(parent) is Node:
+            if track:
+                if fresh:
+                    owned.add(id(gi))
+                if type(parent) is Node:
+                    pb = gbuf.get(parent)
+                    j = node.pidx[i]
+                    if pb is None:
+                        if parent.n_out == 1:
+                            gbuf[parent] = [gi]
+                        else:
+                            pb = gbuf[parent] = [None] * parent.n_out
+                            pb[j] = gi
+                    else:
+                        pb[j] = gi if pb[j] is None else _accum(owned, pb[j], gi)
+                else:
+                    k = id(parent)
+                    prev = leaf_grads.get(k)
+                    if prev is None:
+                        leaf_grads[k] = gi
+                        leaves[k] = parent
+                    else:
+                        leaf_grads[k] = _accum(owned, prev, gi)
+            elif type(parent) is Node:
                 pb = gbuf.get(parent)
                 j = node.pidx[i]
                 if pb is None:
@@ -276,6 +353,37 @@ def _run(
         gt = g if create_graph else _wrap(g)
         leaf.grad = gt if leaf.grad is None else leaf.grad + gt
     return None
+
+
+def _one_parent(parents: list[Any]) -> bool:
+    """Whether exactly one argument has a parent (so exactly one rule reads the gradient)."""
+    n = 0
+    for p in parents:
+        if p is not None:
+            n += 1
+    return n == 1
+
+
+def _accum(owned: set[int], a: Any, b: Any) -> Any:
+    """``a + b`` (two gradients fitted to the same argument), in place into an owned one.
+
+    The sum is a fresh buffer of the pass, so it is owned in turn.
+    """
+    oa = id(a) in owned
+    ob = id(b) in owned
+    if oa or ob:
+        owned.discard(id(a))  # both are used up: no id may outlive its array
+        owned.discard(id(b))
+    if oa:
+        a += b
+        r = a
+    elif ob:
+        b += a
+        r = b
+    else:
+        r = a + b
+    owned.add(id(r))
+    return r
 
 
 def _fail_rule(node: Node, g: Any, err: Exception) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from .._dtypes import DType, dtype_name, fast_name
-from ..autograd._core import apply, composite, declare, primitive
+from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, composite, declare, primitive
 from ..autograd._tensor import Tensor
 
 __all__ = [
     "NOKW", "Array", "Tensor", "apply", "composite", "conj", "declare", "defjvp_from_vjp", "is_complex", "is_xpgrad",
-    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "zeros_like_shape",
+    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "zeros_like_shape",
 ]
 
 NOKW: dict[str, Any] = {}
@@ -61,6 +61,31 @@ def conj(xp: Any, x: Any) -> Any:
     if type(x) is complex:  # a Python scalar argument (``multiply(x, 2j)``)
         return x.conjugate()
     return x
+
+
+def scale(xp: Any, g: Any, d: Any) -> Any:
+    """``g * d`` for a VJP rule, computed in place into ``g`` when the engine allows it.
+
+    The backward engine donates the upstream gradient ``g`` to a node's only rule
+    when it owns the buffer: a fresh result of this helper that no one else has
+    seen (no hook, not an output asked for, first order, no anomaly check). The
+    product is then written into ``g`` when ``d`` has its shape and dtype, so
+    elementwise chains (``exp(sin(x))``) need no new buffer per step. Use it only as
+    the rule's one and last use of ``g``. On immutable arrays (JAX, Dask) ``*=``
+    makes a new array, which is as right.
+    """
+    s = GRAD_SLOT.s
+    if g is s[0] and getattr(d, "dtype", None) is g.dtype and d.shape == g.shape:
+        s[0] = None
+        g *= d
+        r = g
+    else:
+        r = g * d
+        if r is g:  # not a new buffer (never, for the known backends): not ours to reuse
+            return r
+    if s[1] is WANT_FRESH:
+        s[1] = r
+    return r
 
 
 def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = None) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ._common import NOKW, Array, apply, defjvp_from_vjp, is_complex, primitive
 from ._common import conj as _conj  # the public ``conj`` below takes the name
+from ._common import scale as _scale  # g * d, in place when the engine owns g
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -45,7 +46,8 @@ _subtract.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g)
 defjvp_from_vjp(_subtract)
 
 _multiply = primitive("multiply", lambda xp, a, b: a * b, chapter=_C)
-_multiply.defvjp(lambda xp, g, ans, a, b: g * _conj(xp, b), lambda xp, g, ans, a, b: g * _conj(xp, a))
+_multiply.defvjp(lambda xp, g, ans, a, b: _scale(xp, g, _conj(xp, b)),
+                 lambda xp, g, ans, a, b: _scale(xp, g, _conj(xp, a)))
 defjvp_from_vjp(_multiply)
 
 _divide = primitive("divide", lambda xp, a, b: a / b, save=(1,), save_ans=True, chapter=_C)
@@ -216,7 +218,7 @@ _sign.defjvp(_sign_jvp)
 
 # ---------------------------------------------------------------- exponential and logarithm
 _exp = primitive("exp", lambda xp, x: xp.exp(x), save=(), save_ans=True, chapter=_C)
-_exp.defvjp(lambda xp, g, ans, x: g * _conj(xp, ans))
+_exp.defvjp(lambda xp, g, ans, x: _scale(xp, g, _conj(xp, ans)))
 defjvp_from_vjp(_exp)
 
 _expm1 = primitive("expm1", lambda xp, x: xp.expm1(x), save=(), save_ans=True, chapter=_C)
@@ -249,7 +251,7 @@ defjvp_from_vjp(_hypot)
 
 # ---------------------------------------------------------------- trigonometric and hyperbolic
 _sin = primitive("sin", lambda xp, x: xp.sin(x), save=(0,), chapter=_C)
-_sin.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.cos(x)))
+_sin.defvjp(lambda xp, g, ans, x: _scale(xp, g, _conj(xp, xp.cos(x))))
 defjvp_from_vjp(_sin)
 
 _cos = primitive("cos", lambda xp, x: xp.cos(x), save=(0,), chapter=_C)
@@ -285,7 +287,7 @@ _cosh.defvjp(lambda xp, g, ans, x: g * _conj(xp, xp.sinh(x)))
 defjvp_from_vjp(_cosh)
 
 _tanh = primitive("tanh", lambda xp, x: xp.tanh(x), save=(), save_ans=True, chapter=_C)
-_tanh.defvjp(lambda xp, g, ans, x: g * _conj(xp, 1 - ans * ans))
+_tanh.defvjp(lambda xp, g, ans, x: _scale(xp, g, _conj(xp, 1 - ans * ans)))
 defjvp_from_vjp(_tanh)
 
 _asinh = primitive("asinh", lambda xp, x: xp.asinh(x), save=(0,), chapter=_C)

@@ -125,3 +125,23 @@ def test_grad_restores_grad_mode() -> None:
         g = xg.grad(lambda w: xg.sum(w * w))(np.array([3.0]))
         assert not xg.is_grad_enabled()
     np.testing.assert_allclose(g, [6.0])
+
+
+def test_grad_refuses_a_complex_output_unless_holomorphic() -> None:
+    z = np.array([1 + 2j, 3 - 1j])
+
+    def f(z: Any) -> Any:
+        return xg.sum(z * z * z)
+
+    with pytest.raises(xg.XpgradTypeError, match=r"grad: f returned a complex output.*holomorphic=True"):
+        xg.grad(f)(z)
+    with pytest.raises(TypeError, match="value_and_grad: f returned a complex output"):
+        xg.value_and_grad(f)(z)
+    np.testing.assert_allclose(xg.grad(f, holomorphic=True)(z), 3 * z**2, rtol=1e-12)  # f'(z), as JAX
+    v, g = xg.value_and_grad(f, holomorphic=True)(z)
+    np.testing.assert_allclose(v, np.sum(z**3)) and np.testing.assert_allclose(g, 3 * z**2, rtol=1e-12)
+    with pytest.raises(xg.XpgradTypeError, match="grad: holomorphic=True needs complex inputs, got xpgrad.float64"):
+        xg.grad(lambda x: xg.sum(x * 1j), holomorphic=True)(np.array([1.0]))
+    # the real part of a complex computation: a real gradient, PyTorch's convention
+    g = xg.grad(lambda z: xg.real(f(z)))(z)
+    np.testing.assert_allclose(np.conj(g), 3 * z**2, rtol=1e-12)

@@ -141,7 +141,7 @@ def _check_output(out: Any, func: str) -> Tensor | None:
 
 
 def value_and_grad(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False
 ) -> Callable[..., Any]:
     """Make a function returning ``(f(*args), gradient of f w.r.t. args[argnums])``.
 
@@ -150,6 +150,10 @@ def value_and_grad(
             (``xp = xpgrad.array_namespace(x)`` inside it works).
         argnums: an int, or a sequence of ints (then the gradient is a tuple).
         has_aux: ``f`` returns ``(value, aux)``; the result is ``((value, aux), grad)``.
+        holomorphic: ``f`` is complex-differentiable with complex inputs and a complex
+            output; the result is the complex derivative ``f'(z)`` (as JAX). Without it
+            a complex output is refused, as in JAX and PyTorch: take ``xg.real`` or
+            ``xg.abs`` of it to differentiate a real quantity.
 
     Gradients come back as the argument's own array type. Outputs that do not depend
     on an argument give zeros, as in JAX.
@@ -163,10 +167,11 @@ def value_and_grad(
         >>> float(v), g
         (73.0, array([18., 64.]))
     """
-    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad", holomorphic)
 
 
-def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str) -> Callable[..., Any]:
+def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str,
+                    holomorphic: bool = False) -> Callable[..., Any]:
     """:func:`value_and_grad`, with ``name`` (the transform the user called) in error messages."""
     func = getattr(f, "__name__", "f")
     single = isinstance(argnums, int)
@@ -205,8 +210,9 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
                 raise XpgradTypeError(msg)
             out, aux = out
         value = _check_output(out, name)
-        create_graph = _record_backward(depth)
         flat = [t for leaves in diff_leaves for t in leaves]
+        _check_holomorphic(value, flat, holomorphic, name, func)
+        create_graph = _record_backward(depth)
         if value is not None and value.requires_grad:
             seed = _seed(value, None, name)
             res = _engine_call([value], [seed], create_graph, create_graph, flat, name)
@@ -219,7 +225,12 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
 
                 xp = backend_namespace(t.data)
                 g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
-            grads.append(g if isinstance(g, Tensor) else _wrap(g))
+            g = g if isinstance(g, Tensor) else _wrap(g)
+            if holomorphic:  # the gradient of Re f is conj(f'(z)) (PyTorch's convention)
+                from .ops.elementwise import conj
+
+                g = conj(g)
+            grads.append(g)
         # rebuild each argument's tree with its gradients; raw leaves get raw gradients
         it = iter(grads)
         trees = [
@@ -237,7 +248,27 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
     return wrapper
 
 
-def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def _check_holomorphic(value: Tensor | None, flat: list[Tensor], holomorphic: bool, name: str, func: str) -> None:
+    """A complex output needs holomorphic=True, and holomorphic=True needs complex inputs (as JAX)."""
+    from .ops._common import is_complex
+
+    if value is None:
+        return
+    if not holomorphic and is_complex(value.data):
+        msg = (
+            f"{name}: {func} returned a complex output ({value.dtype}); {name} differentiates a real "
+            "scalar: take xg.real(...) or xg.abs(...) of it, or pass holomorphic=True for the complex "
+            "derivative f'(z)"
+        )
+        raise XpgradTypeError(msg)
+    if holomorphic and not all(is_complex(t.data) for t in flat):
+        bad = next(t for t in flat if not is_complex(t.data))
+        msg = f"{name}: holomorphic=True needs complex inputs, got {bad.dtype}"
+        raise XpgradTypeError(msg)
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
     """Make a function returning the gradient of scalar-valued ``f`` w.r.t. ``args[argnums]``.
 
     See :func:`value_and_grad`. Transforms compose: ``grad(grad(f))`` works.
@@ -250,7 +281,7 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
         >>> float(d2(np.array(2.0)))
         12.0
     """
-    vg = _value_and_grad(f, argnums, has_aux, "grad")
+    vg = _value_and_grad(f, argnums, has_aux, "grad", holomorphic)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

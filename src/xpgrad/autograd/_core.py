@@ -129,6 +129,7 @@ class Primitive:
         >>> from xpgrad.autograd import primitive
         >>> cube = primitive("cube_example", lambda xp, x: x * x * x, save=(0,))
         >>> cube.defvjp(lambda xp, g, ans, x: g * 3 * x * x)
+        >>> cube.defjvp(lambda xp, t, ans, x: t * 3 * x * x)
         >>> import xpgrad as xg
         >>> xg.grad(lambda x: xg.sum(cube(x)))(xg.asarray([2.0]).data)
         array([12.])

@@ -1,7 +1,8 @@
 """Functional forms of the layers, activations and losses (``xpgrad.nn.functional``).
 
 Every function is composed of xpgrad's namespace functions, so it works on any
-backend and its gradient (of any order) comes from the primitives' rules. The
+backend and its gradient (of any order) comes from the primitives' rules; ``relu``,
+the one hot enough to matter, is a primitive of its own (``nn.relu``). The
 numerically delicate ones are written so that no intermediate overflows:
 ``log_softmax`` shifts by the (detached) maximum, the logistic functions use
 ``exp(-|x|)``, and ``binary_cross_entropy_with_logits`` is finite with finite
@@ -20,6 +21,7 @@ from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._tensor import Tensor
+from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
 from .normalization import batch_norm, group_norm
@@ -239,7 +241,17 @@ def relu(input: Any) -> Tensor:
         >>> xg.nn.functional.relu(xg.asarray([-1.0, 2.0]))
         Tensor([0., 2.], dtype=float64, device=cpu)
     """
-    return xg.where(input > 0, input, 0.0)
+    return apply(_relu, (input,), {})
+
+
+# relu: one maximum forward, one mask multiply backward (in place into a donated gradient).
+# ``where(x > 0, x, 0)`` costs a compare and two selects, which NumPy runs ~5x slower than
+# a multiply. The mask is cast to the gradient's dtype (the standard has no bool * float).
+# A non-finite upstream gradient at an inactive unit gives NaN there (0 * inf), as in a
+# hand-written NumPy backward; PyTorch gives 0.
+_relu = primitive("nn.relu", lambda xp, x: xp.maximum(x, 0.0), save=(), save_ans=True, chapter="nn")
+_relu.defvjp(lambda xp, g, ans, x: scale(xp, g, xp.astype(ans > 0, g.dtype)))
+defjvp_from_vjp(_relu)
 
 
 def leaky_relu(input: Any, negative_slope: float = 0.01) -> Tensor:

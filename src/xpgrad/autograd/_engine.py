@@ -21,6 +21,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from .._dispatch import _CACHE, backend_namespace
 from .._exceptions import (
     GraphFreedError,
     InPlaceModificationError,
@@ -31,6 +32,7 @@ from .._exceptions import (
 )
 from . import _anomaly
 from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, fit_dtype
+from ._grad_mode import enable_grad, no_grad
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
@@ -69,12 +71,14 @@ def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
     gshape = tuple(g.shape)
     lead = len(gshape) - len(shape)
     if lead > 0 or any(s == 1 and gs != 1 for s, gs in zip(shape, gshape[max(lead, 0):])):
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, (s, gs) in enumerate(zip(shape, gshape[lead:])) if s == 1 and gs != 1
-        )
-        g = xp.sum(g, axis=axes, keepdims=True)
-        if lead:
-            g = xp.reshape(g, tuple(g.shape)[lead:])
+        ones = tuple(lead + i for i, (s, gs) in enumerate(zip(shape, gshape[lead:])) if s == 1 and gs != 1)
+        if not ones and shape:  # only leading axes (a bias): no keepdims, no reshape (NumPy's 0-D
+            # sum would be a scalar, not an array)
+            g = xp.sum(g, axis=tuple(range(lead)))
+        else:
+            g = xp.sum(g, axis=tuple(range(lead)) + ones, keepdims=True)
+            if lead:
+                g = xp.reshape(g, tuple(g.shape)[lead:])
     if tuple(g.shape) != shape:
         g = xp.broadcast_to(g, shape)
     return g
@@ -92,8 +96,6 @@ def _fit(xp: Any, g: Any, meta: tuple[Any, Any], create_graph: bool) -> Any:
 
 def _as_backend(value: Any, like: Tensor, func: str) -> Any:
     """Validate and unwrap a user-supplied upstream gradient for ``like``."""
-    from .._dispatch import backend_namespace
-
     if isinstance(value, Tensor):
         data = value.data
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
@@ -133,10 +135,9 @@ def _seed(t: Tensor, gradient: Any, func: str) -> Any:
                 "for one-element outputs, so pass gradient= (the upstream gradient) explicitly"
             )
             raise XpgradValueError(msg)
-        from .._dispatch import backend_namespace
-
-        xp = backend_namespace(t.data)
-        return xp.ones(shape, dtype=t.data.dtype, device=t.device)
+        data = t.data
+        xp = _CACHE.get((type(data),)) or backend_namespace(data)
+        return xp.ones_like(data)  # (the output's dtype and device)
     return _as_backend(gradient, t, func)
 
 
@@ -562,8 +563,6 @@ def backward(
 
 def _engine_call(tensors: list[Tensor], seeds: list[Any], retain_graph: bool, create_graph: bool,
                  targets: list[Tensor] | None, func: str) -> Any:
-    from ._grad_mode import enable_grad, no_grad
-
     ctx = enable_grad() if create_graph else no_grad()
     with ctx:
         return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph,
@@ -622,8 +621,6 @@ def grad(
             if not allow_unused:
                 msg = f"{func}: one of the inputs was not used to compute the outputs (allow_unused=False)"
                 raise XpgradRuntimeError(msg)
-            from .._dispatch import backend_namespace
-
             xp = backend_namespace(t.data)
             g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
             out.append(_wrap(g))

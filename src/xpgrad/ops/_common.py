@@ -9,7 +9,8 @@ from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, composite, declare, p
 from ..autograd._tensor import Tensor
 
 __all__ = [
-    "NOKW", "Array", "Tensor", "apply", "composite", "conj", "declare", "defjvp_from_vjp", "is_complex", "is_xpgrad",
+    "NOKW", "Array", "Tensor", "apply", "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
+    "is_xpgrad",
     "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "zeros_like_shape",
 ]
 
@@ -83,6 +84,19 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
         r = g * d
         if r is g:  # not a new buffer (never, for the known backends): not ours to reuse
             return r
+    if s[1] is WANT_FRESH:
+        s[1] = r
+    return r
+
+
+def fresh(r: Any) -> Any:
+    """Return ``r``, telling the backward engine that it is a new buffer no one else holds.
+
+    For a VJP rule whose result is freshly allocated by a backend call (``matmul``):
+    the engine may then sum into it, or hand it to the next rule to overwrite (see
+    :func:`scale`). Never for ``g`` itself, a view of an argument, or a saved value.
+    """
+    s = GRAD_SLOT.s
     if s[1] is WANT_FRESH:
         s[1] = r
     return r

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import Array, apply, conj, primitive
+from ._common import Array, apply, conj, fresh, primitive
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
@@ -51,13 +51,13 @@ def _as_matrices(xp: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
 def _matmul_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     g, _, b = _as_matrices(xp, g, x1, x2)
     out = xp.matmul(g, xp.matrix_transpose(conj(xp, b)))  # (..., m, k); the engine sums batch axes
-    return xp.squeeze(out, axis=-2) if x1.ndim == 1 else out
+    return xp.squeeze(out, axis=-2) if x1.ndim == 1 else fresh(out)
 
 
 def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     g, a, _ = _as_matrices(xp, g, x1, x2)
     out = xp.matmul(xp.matrix_transpose(conj(xp, a)), g)  # (..., k, n)
-    return xp.squeeze(out, axis=-1) if x2.ndim == 1 else out
+    return xp.squeeze(out, axis=-1) if x2.ndim == 1 else fresh(out)
 
 
 _matmul = primitive("matmul", lambda xp, x1, x2: xp.matmul(x1, x2), chapter=_C)

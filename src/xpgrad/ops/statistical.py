@@ -52,7 +52,11 @@ def _sum_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: 
 
 def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
              keepdims: bool = False) -> Any:
-    return _expand_reduced(xp, g, tuple(x.shape), axis, keepdims)
+    # broadcast here (a view), so the engine finds the argument's shape and has nothing to fit
+    shape = tuple(x.shape)
+    if axis is not None or keepdims:
+        g = _expand_reduced(xp, g, shape, axis, keepdims)
+    return xp.broadcast_to(g, shape)
 
 
 _sum = primitive("sum", _sum_fwd, save=(), chapter=_C)

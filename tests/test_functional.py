@@ -140,7 +140,7 @@ def test_grad_refuses_a_complex_output_unless_holomorphic() -> None:
     np.testing.assert_allclose(xg.grad(f, holomorphic=True)(z), 3 * z**2, rtol=1e-12)  # f'(z), as JAX
     v, g = xg.value_and_grad(f, holomorphic=True)(z)
     np.testing.assert_allclose(v, np.sum(z**3)) and np.testing.assert_allclose(g, 3 * z**2, rtol=1e-12)
-    with pytest.raises(xg.XpgradTypeError, match="grad: holomorphic=True needs complex inputs, got xpgrad.float64"):
+    with pytest.raises(xg.XpgradTypeError, match=r"grad: holomorphic=True needs complex inputs, got xpgrad\.float64"):
         xg.grad(lambda x: xg.sum(x * 1j), holomorphic=True)(np.array([1.0]))
     # the real part of a complex computation: a real gradient, PyTorch's convention
     g = xg.grad(lambda z: xg.real(f(z)))(z)

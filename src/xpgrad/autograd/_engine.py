@@ -16,9 +16,10 @@ Tensors, so the backward pass is itself recorded.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace
@@ -213,6 +214,8 @@ def _pass(
     check_nan = _anomaly.depth and _anomaly.ANOMALY.get()
     track = not create_graph and not check_nan
     owned: set[int] = set()
+    # two gradients of one argument: summed in place into an owned buffer when tracking
+    add = functools.partial(_accum, owned) if track else operator.add
     gslot = GRAD_SLOT.s
 
     for node in order:
@@ -268,6 +271,7 @@ def _pass(
         meta = node.meta
         parents = node.parents
         # donate the gradient when one rule alone reads it (no other rule can return it, or a view)
+        # (identity counts: list.count would compare a Tensor parent with ==, elementwise)
         donate = own and node.n_out == 1 and (len(parents) == 1 or _one_parent(parents))
         for i, parent in enumerate(parents):
             if parent is None:
@@ -300,29 +304,9 @@ def _pass(
                 _fail_rule(node, g, e)
             if check_nan:
                 _anomaly.check_backward(node, i, node.xp, g, gi)
-            if track:
-                if fresh:
-                    owned.add(id(gi))
-                if type(parent) is Node:
-                    pb = gbuf.get(parent)
-                    j = node.pidx[i]
-                    if pb is None:
-                        if parent.n_out == 1:
-                            gbuf[parent] = [gi]
-                        else:
-                            pb = gbuf[parent] = [None] * parent.n_out
-                            pb[j] = gi
-                    else:
-                        pb[j] = gi if pb[j] is None else _accum(owned, pb[j], gi)
-                else:
-                    k = id(parent)
-                    prev = leaf_grads.get(k)
-                    if prev is None:
-                        leaf_grads[k] = gi
-                        leaves[k] = parent
-                    else:
-                        leaf_grads[k] = _accum(owned, prev, gi)
-            elif type(parent) is Node:
+            if track and fresh:
+                owned.add(id(gi))
+            if type(parent) is Node:
                 pb = gbuf.get(parent)
                 j = node.pidx[i]
                 if pb is None:
@@ -332,9 +316,9 @@ def _pass(
                         pb = gbuf[parent] = [None] * parent.n_out
                         pb[j] = gi
                 else:
-                    pb[j] = gi if pb[j] is None else pb[j] + gi
+                    pb[j] = gi if pb[j] is None else add(pb[j], gi)
             else:
-                _acc_leaf(leaf_grads, leaves, parent, gi)
+                _acc_leaf(leaf_grads, leaves, parent, gi, add)
         if not retain_graph:  # (_free, inlined)
             node.saved = None
             node.ans = None
@@ -415,14 +399,15 @@ def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
     return need
 
 
-def _acc_leaf(leaf_grads: dict[int, Any], leaves: dict[int, Tensor], leaf: Tensor, g: Any) -> None:
+def _acc_leaf(leaf_grads: dict[int, Any], leaves: dict[int, Tensor], leaf: Tensor, g: Any,
+              add: Callable[[Any, Any], Any] = operator.add) -> None:
     k = id(leaf)
     prev = leaf_grads.get(k)
     if prev is None:
         leaf_grads[k] = g
         leaves[k] = leaf
     else:
-        leaf_grads[k] = prev + g
+        leaf_grads[k] = add(prev, g)
 
 
 def _apply_hooks(hooks: list[Any], g: Any, create_graph: bool) -> Any:

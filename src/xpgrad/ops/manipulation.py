@@ -294,30 +294,7 @@ def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 
     return g[_along(ax, slice(start, start + xs[i].shape[ax]))]
 
 
-def _concat_fwd(xp: Any, *xs: Any, axis: int | None = 0) -> Any:
-    out = xp.concat(xs, axis=axis)
-    if len(xs) > 1 and any(_length(x, axis) == 0 for x in xs):
-        # joined without its empty pieces: the same values (the full concat above checked the
-        # shapes and gives the dtype), but no empty chunks, which Dask's later rechunks cannot
-        # handle (multiplying concat([(0, 1), (0, 1)]) by a one-chunk (0, 1) array raises)
-        kept = [x for x in xs if _length(x, axis) != 0] or list(xs[:1])
-        return xp.astype(xp.concat(kept, axis=axis), out.dtype, copy=False)
-    return out
-
-
-def _length(x: Any, axis: int | None) -> Any:
-    """The length of ``x`` along ``axis`` (its size when None); nan or None where unknown."""
-    if axis is None:
-        n = 1
-        for s in x.shape:
-            if s is None or s != s:
-                return s
-            n *= s
-        return n
-    return x.shape[axis]
-
-
-_concat = primitive("concat", _concat_fwd, save=(), chapter=_C)
+_concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), chapter=_C)
 _concat.defvjp(rest=_concat_vjp)
 _concat.defjvp(rest=joint_linear_jvp(_concat))
 

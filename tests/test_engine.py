@@ -366,3 +366,38 @@ def test_elementwise_chain_backward_peak_memory() -> None:
     assert peak < 3.1 * x.data.nbytes, peak / x.data.nbytes
     a = x.data
     np.testing.assert_allclose(g.numpy(), np.exp(np.sin(a)) * (a * np.cos(a) + 1), rtol=1e-10)
+
+
+def test_complex_output_needs_an_explicit_gradient() -> None:
+    """PyTorch's rule: ones are seeded only for real outputs (which real function of a
+    complex output is meant is otherwise ambiguous); gradient= makes it explicit."""
+    z = xg.asarray([1.0 + 2.0j, 3.0 - 1.0j], requires_grad=True)
+    out = xg.sum(z * z)
+    with pytest.raises(xg.XpgradTypeError, match=r"backward: the output is complex \(complex128\)"):
+        out.backward(retain_graph=True)
+    assert z.grad is None
+    with pytest.raises(xg.XpgradTypeError, match=r"grad: the output is complex"):
+        xg.autograd.grad(out, z, retain_graph=True)
+    out.backward(xg.asarray(1.0 + 0.0j))  # explicit: the gradient of Re(out)
+    np.testing.assert_allclose(z.grad.data, np.conj(2 * np.asarray([1.0 + 2.0j, 3.0 - 1.0j])))
+    (r,) = xg.autograd.grad(xg.real(xg.sum(z * z)), z)  # a real output needs nothing
+    np.testing.assert_allclose(r.data, z.grad.data)
+
+
+def test_integer_outputs_of_multi_output_primitives_are_constants() -> None:
+    """sort records (sorted values, permutation): only the floating output is on the tape."""
+    from xpgrad.autograd import PRIMITIVES
+
+    x = xg.asarray([3.0, 1.0, 2.0], requires_grad=True)
+    values, perm = PRIMITIVES["sort"](x, axis=-1, descending=False)
+    assert values.requires_grad and values.grad_fn is not None
+    assert not perm.requires_grad and perm.grad_fn is None
+    with pytest.raises(xg.NonDifferentiableError):
+        xg.sum(xg.astype(perm, xg.float64)).backward()
+    xg.sum(values * xg.astype(perm, xg.float64)).backward()
+    np.testing.assert_array_equal(x.grad.data, [0.0, 1.0, 2.0])  # x[1] is first (weight 1), x[2] ...
+    # at higher order the saved permutation, handed back to the rule, is a constant too
+    y = xg.asarray([3.0, 1.0, 2.0], requires_grad=True)
+    (g,) = xg.autograd.grad(xg.sum(xg.sort(y) ** 3), y, create_graph=True)
+    (h,) = xg.autograd.grad(xg.sum(g), y)
+    np.testing.assert_allclose(h.data, 6 * np.asarray([3.0, 1.0, 2.0]))

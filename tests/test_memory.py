@@ -38,7 +38,7 @@ import pytest
 
 import xpgrad as xg
 from xpgrad.autograd import _engine
-from xpgrad.autograd._core import Node
+from xpgrad.autograd._core import ArgMeta, Node
 from xpgrad.autograd._tensor import Tensor
 
 from .conftest import Backend
@@ -67,13 +67,13 @@ def _tracking(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Tracker]:
     tr = _Tracker()
     toposort = _engine._toposort
 
-    def toposort_and_track(roots: list[Node]) -> list[Node]:
-        order = toposort(roots)
+    def toposort_and_track(roots: list[Node], leaves: set[int]) -> list[Node]:
+        order = toposort(roots, leaves)
         for n in order:  # what each node keeps for its rule, as backward starts
             tr.nodes.append(weakref.ref(n))
             ans = () if n.ans is None else (n.ans,) if n.n_out == 1 else tuple(n.ans)
             for d in (*(n.saved or ()), *ans):
-                if hasattr(d, "shape"):
+                if hasattr(d, "shape") and type(d) is not ArgMeta:  # (ArgMeta: shape and dtype only)
                     try:
                         tr.saved.append(weakref.ref(d))
                     except TypeError:  # a NumPy scalar (no weak references): a few bytes, no buffer

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._dtypes import dtype_name
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
-from .autograd import Tensor
+from .autograd import ArgMeta, Tensor
 
 __all__ = ["render", "to_dot"]
 
@@ -129,7 +129,8 @@ def to_dot(
     for n in order:
         me = node_id[id(n)]
         for i, p in enumerate(n.parents):
-            meta = n.meta[i]
+            m = n.meta[i]
+            meta = None if m is None else (m.shape, m.dtype)
             if p is None:  # a constant: a Tensor without requires_grad, a raw array or a scalar
                 if show_constants and meta is not None:
                     cid = f"const{len(consts)}"
@@ -139,7 +140,8 @@ def to_dot(
                 edges.append((leaf(p), me, ""))
             else:  # the Node that produced argument i, output pidx[i]: its shape is this argument's
                 j = n.pidx[i]
-                outs[id(p)].setdefault(j, meta)
+                if meta is not None:
+                    outs[id(p)].setdefault(j, meta)
                 edges.append((node_id[id(p)], me, f"out {j}" if p.n_out > 1 else ""))
     out_ids: set[str] = set()
     for t in roots:
@@ -216,7 +218,7 @@ def _saved_line(n: Any) -> str:
         return "saved: freed"
     kept = []
     for i, d in enumerate(n.saved or ()):
-        if d is not None and hasattr(d, "shape"):
+        if d is not None and hasattr(d, "shape") and type(d) is not ArgMeta:  # (ArgMeta: not data)
             kept.append(f"x{i} {_fmt(d.shape, d.dtype)}")
     if getattr(n, "ans", None) is not None:
         kept.append("output")

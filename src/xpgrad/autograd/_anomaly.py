@@ -154,7 +154,7 @@ def _where(name: str, stack: traceback.StackSummary | None) -> str:
 
 def has_nan(xp: Any, v: Any) -> bool:
     """Whether ``v`` (a backend array, a Tensor or a Python number) holds a NaN; forces lazy arrays."""
-    if v is None:
+    if v is None or type(v) is _core.ArgMeta:  # (an argument the rule sees by shape only)
         return False
     if isinstance(v, _core.Tensor):  # create_graph, higher-order forward mode
         v = v.data

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace
+from .._dtypes import is_float
 from .._exceptions import (
     GraphFreedError,
     InPlaceModificationError,
@@ -39,8 +40,9 @@ from ._tensor import Tensor, _wrap
 __all__ = ["backward", "grad"]
 
 
-def _toposort(roots: list[Node]) -> list[Node]:
-    """Nodes reachable from ``roots``, consumers before producers.
+def _toposort(roots: list[Node], leaves: set[int]) -> list[Node]:
+    """Nodes reachable from ``roots``, consumers before producers; ``leaves`` gets the
+    ids of the leaf Tensors reached.
 
     A node is always created after its parents, so descending creation order
     (``seq``) is a topological order: one flat walk collects the nodes (no
@@ -50,11 +52,15 @@ def _toposort(roots: list[Node]) -> list[Node]:
     stack = list(seen)
     push = stack.append
     add = seen.add
+    leaf = leaves.add
     while stack:
         for p in stack.pop().parents:
-            if type(p) is Node and p not in seen:
-                add(p)
-                push(p)
+            if type(p) is Node:
+                if p not in seen:
+                    add(p)
+                    push(p)
+            elif p is not None:
+                leaf(id(p))
     return sorted(seen, key=_by_seq, reverse=True)
 
 
@@ -85,9 +91,9 @@ def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
     return g
 
 
-def _fit(xp: Any, g: Any, meta: tuple[Any, Any], create_graph: bool) -> Any:
+def _fit(xp: Any, g: Any, meta: ArgMeta, create_graph: bool) -> Any:
     """Bring a rule's result to the argument's shape and dtype."""
-    shape, dt = meta
+    shape, dt = meta.shape, meta.dtype
     if not hasattr(g, "shape"):  # a Python scalar from a rule
         g = xp.asarray(g)
     if tuple(g.shape) != tuple(shape):
@@ -127,7 +133,10 @@ def _as_backend(value: Any, like: Tensor, func: str) -> Any:
     return value if isinstance(value, Tensor) else data
 
 
-def _seed(t: Tensor, gradient: Any, func: str) -> Any:
+def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
+    """The upstream gradient of output ``t``: ones for a one-element output, else ``gradient``
+    checked. ``real_only``: a complex output needs an explicit ``gradient`` (PyTorch's rule:
+    the gradient of which real function of it is meant is otherwise ambiguous)."""
     if gradient is None:
         shape = tuple(t.data.shape)
         if math.prod(shape) != 1:
@@ -137,6 +146,18 @@ def _seed(t: Tensor, gradient: Any, func: str) -> Any:
             )
             raise XpgradValueError(msg)
         data = t.data
+        if real_only:
+            from ..ops._common import is_complex
+
+            if is_complex(data):
+                from .._dtypes import dtype_name
+
+                msg = (
+                    f"{func}: the output is complex ({dtype_name(data.dtype)}); a gradient is implicitly "
+                    "created only for real outputs: differentiate xg.real(...) or xg.abs(...) of it, "
+                    "or pass gradient= explicitly"
+                )
+                raise XpgradTypeError(msg)
         xp = _CACHE.get((type(data),)) or backend_namespace(data)
         return xp.ones_like(data)  # (the output's dtype and device)
     return _as_backend(gradient, t, func)
@@ -171,6 +192,9 @@ def _pass(
 ) -> list[Any] | None:
     """One backward pass (see :func:`_run`).
 
+    Gradient buffers: ``gbuf[node]`` is the gradient of a one-output node itself, a
+    list (one entry per output) for a multi-output node. None is a symbolic zero.
+
     Ownership: ``owned`` holds the ids of the gradient buffers that the pass itself
     allocated (fresh results of ``ops._common.scale``, of an accumulation) and that
     sit in exactly one buffer slot, seen by no one else. Such a buffer is summed
@@ -181,8 +205,7 @@ def _pass(
     """
     import xpgrad
 
-    # gradient buffers: node -> list per output; leaves by id
-    gbuf: dict[Node, list[Any]] = {}
+    gbuf: dict[Node, Any] = {}
     leaf_grads: dict[int, Any] = {}
     leaves: dict[int, Tensor] = {}
     roots: list[Node] = []
@@ -195,21 +218,31 @@ def _pass(
         if node is None:
             _acc_leaf(leaf_grads, leaves, t, g)
             continue
-        buf = gbuf.get(node)
-        if buf is None:
-            buf = gbuf[node] = [None] * node.n_out
+        if node not in gbuf:
             roots.append(node)
-        buf[t._oidx] = g if buf[t._oidx] is None else buf[t._oidx] + g
+            gbuf[node] = None if node.n_out == 1 else [None] * node.n_out
+        if node.n_out == 1:
+            prev = gbuf[node]
+            gbuf[node] = g if prev is None else prev + g
+        else:
+            buf = gbuf[node]
+            j = t._oidx
+            buf[j] = g if buf[j] is None else buf[j] + g
 
     capture: dict[tuple[int, int], int] = {}
     needed: set[int] | None = None
+    reached: set[int] = set()
+    order = _toposort(roots, reached)
     if targets is not None:
+        tids = set()
         for k, t in enumerate(targets):
             if t._node is not None:
                 capture[(id(t._node), t._oidx)] = k
-    order = _toposort(roots)
-    if targets is not None:
-        needed = _needed(order, targets)
+            tids.add(id(t))
+        # every node leads to some leaf, so when every leaf reached is a target (and no
+        # target is an inner node) every node is needed: no pruning walk
+        if capture or not reached <= tids:
+            needed = _needed(order, targets)
     results: list[Any] = [None] * (len(targets) if targets is not None else 0)
     check_nan = _anomaly.depth and _anomaly.ANOMALY.get()
     track = not create_graph and not check_nan
@@ -217,38 +250,48 @@ def _pass(
     # two gradients of one argument: summed in place into an owned buffer when tracking
     add = functools.partial(_accum, owned) if track else operator.add
     gslot = GRAD_SLOT.s
+    pop = gbuf.pop
 
     for node in order:
-        buf = gbuf.pop(node, None)
+        n_out = node.n_out
+        g = pop(node, None)
         own = False
-        if buf is not None:
+        if n_out == 1:
+            if g is not None:
+                if owned:
+                    k = id(g)
+                    if k in owned:
+                        owned.discard(k)
+                        own = True
+                if node.hooks:
+                    own = False  # a hook may keep the gradient it is shown
+                    g = _run_hooks(node, [g], create_graph)[0]
+                if capture:
+                    slot = capture.get((id(node), 0))
+                    if slot is not None:
+                        results[slot] = g
+                        own = False
+        elif g is not None:  # a multi-output node: its list of per-output gradients
+            buf = g
             if owned:
                 for b in buf:
                     k = id(b)
                     if k in owned:
                         owned.discard(k)
-                        own = True
             if node.hooks:
-                own = False  # a hook may keep the gradient it is shown
                 buf = _run_hooks(node, buf, create_graph)
-        if capture and buf is not None:
-            for j in range(node.n_out):
-                slot = capture.get((id(node), j))
-                if slot is not None and buf[j] is not None:
-                    results[slot] = buf[j]
-                    own = False
-        if buf is None:
-            g = None
-        elif node.n_out == 1:
-            g = buf[0]
-        else:
+            if capture:
+                for j in range(n_out):
+                    slot = capture.get((id(node), j))
+                    if slot is not None and buf[j] is not None:
+                        results[slot] = buf[j]
             g = None if all(b is None for b in buf) else tuple(buf)
         if g is None or (needed is not None and id(node) not in needed):
             if not retain_graph:
                 _free(node)
             continue
         prim = node.prim
-        if node.freed and (prim.save is None or prim.save or prim.save_ans):
+        if node.freed and prim.saves:
             msg = (
                 f"backward: trying to go through the graph of {prim.name} a second time, but its "
                 "saved values were freed after the first backward; pass retain_graph=True to the "
@@ -263,16 +306,17 @@ def _pass(
                 if box[0] != ver:
                     _check_versions(node)  # raises, naming the value
             saved = node.saved
-            args = _with_meta(node) if saved is None or node.unsaved else saved
+            args = node.meta if saved is None else saved  # (None: freed; the rules read only shapes)
             ans = node.ans
             xp = node.xp
         kw = node.kw
+        nargs = len(args)
         vjps = prim.vjps
         meta = node.meta
         parents = node.parents
         # donate the gradient when one rule alone reads it (no other rule can return it, or a view)
         # (identity counts: list.count would compare a Tensor parent with ==, elementwise)
-        donate = own and node.n_out == 1 and (len(parents) == 1 or _one_parent(parents))
+        donate = own and (nargs == 1 or _one_parent(parents))
         for i, parent in enumerate(parents):
             if parent is None:
                 continue
@@ -287,17 +331,24 @@ def _pass(
                     if donate:
                         gslot[0] = g
                     gslot[1] = WANT_FRESH
+                if kw:
                     gi = rule(xp, g, ans, *args, **kw)
+                elif nargs == 1:
+                    gi = rule(xp, g, ans, args[0])
+                elif nargs == 2:
+                    gi = rule(xp, g, ans, args[0], args[1])
+                else:
+                    gi = rule(xp, g, ans, *args)
+                if track:
                     fresh = gi is not None and gslot[1] is gi
                     gslot[0] = gslot[1] = None
-                else:
-                    gi = rule(xp, g, ans, *args, **kw)
                 if gi is None:
                     continue
                 m = meta[i]
                 # the common case, a gradient already of the argument's shape and dtype, is
                 # two comparisons; anything else is fitted (shapes of unknown size included)
-                if create_graph or getattr(gi, "shape", None) != m[0] or gi.dtype != m[1]:
+                if create_graph or getattr(gi, "shape", None) != m.shape or (
+                        gi.dtype is not m.dtype and gi.dtype != m.dtype):
                     gi = _fit(xp, gi, m, create_graph)
                     fresh = False  # (a copy, possibly a view of it: not tracked)
             except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
@@ -307,15 +358,14 @@ def _pass(
             if track and fresh:
                 owned.add(id(gi))
             if type(parent) is Node:
-                pb = gbuf.get(parent)
-                j = node.pidx[i]
-                if pb is None:
-                    if parent.n_out == 1:
-                        gbuf[parent] = [gi]
-                    else:
-                        pb = gbuf[parent] = [None] * parent.n_out
-                        pb[j] = gi
+                if parent.n_out == 1:
+                    pb = gbuf.get(parent)
+                    gbuf[parent] = gi if pb is None else add(pb, gi)
                 else:
+                    pb = gbuf.get(parent)
+                    if pb is None:
+                        pb = gbuf[parent] = [None] * parent.n_out
+                    j = node.pidx[i]
                     pb[j] = gi if pb[j] is None else add(pb[j], gi)
             else:
                 _acc_leaf(leaf_grads, leaves, parent, gi, add)
@@ -340,7 +390,7 @@ def _pass(
     return None
 
 
-def _one_parent(parents: list[Any]) -> bool:
+def _one_parent(parents: Sequence[Any]) -> bool:
     """Whether exactly one argument has a parent (so exactly one rule reads the gradient)."""
     n = 0
     for p in parents:
@@ -375,7 +425,7 @@ def _fail_rule(node: Node, g: Any, err: Exception) -> None:
     """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
     from .._dispatch import check_known_shapes
 
-    shapes = [m[0] for m in node.meta if m is not None]
+    shapes = [m.shape for m in node.meta if m is not None]
     shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
     check_known_shapes(node.prim.name, shapes, err, backward=True)
     try:
@@ -448,25 +498,10 @@ def _check_versions(node: Node) -> None:
             raise InPlaceModificationError(msg)
 
 
-def _with_meta(node: Node) -> list[Any]:
-    """The saved arguments, those whose data was not saved as shape/dtype only (ArgMeta)."""
-    saved = node.saved if node.saved is not None else [None] * len(node.meta)
-    return [_argmeta(m) if d is None and m is not None else d for d, m in zip(saved, node.meta)]
-
-
-def _argmeta(m: tuple[Any, Any]) -> ArgMeta:
-    a = _new(ArgMeta)  # no __init__ frame: this runs per unsaved argument per backward
-    a.shape, a.dtype = m
-    return a
-
-
-_new = object.__new__
-
-
-def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
+def _saved_inputs(node: Node, create_graph: bool) -> tuple[Sequence[Any], Any]:
     """The saved arguments and output, checked against in-place changes."""
     _check_versions(node)
-    saved = _with_meta(node)
+    saved = node.saved if node.saved is not None else node.meta
     ans = node.ans
     if not create_graph:
         return saved, ans
@@ -494,7 +529,7 @@ def _saved_inputs(node: Node, create_graph: bool) -> tuple[list[Any], Any]:
             if fw_ans is not None:
                 ans._fw = fw_ans
         else:
-            ans = tuple(_wrap(a, node, j) for j, a in enumerate(ans))
+            ans = tuple(_wrap(a, node, j) if is_float(a.dtype) else _wrap(a) for j, a in enumerate(ans))
             if fw_ans is not None:
                 for a, f in zip(ans, fw_ans):
                     a._fw = f
@@ -531,7 +566,7 @@ def backward(
                 "it does not depend on any tensor with requires_grad=True"
             )
             raise NonDifferentiableError(msg)
-        seeds.append(_seed(t, None if grad_tensors is None else grad_tensors[k], func))
+        seeds.append(_seed(t, None if grad_tensors is None else grad_tensors[k], func, real_only=True))
     if retain_graph is None:
         retain_graph = create_graph
     if inputs is not None:
@@ -594,7 +629,7 @@ def grad(
         if not t._requires_grad:
             continue  # does not depend on any input: contributes zeros
         live_outs.append(t)
-        seeds.append(_seed(t, g, func))
+        seeds.append(_seed(t, g, func, real_only=True))
     if retain_graph is None:
         retain_graph = create_graph
     res: list[Any] = [None] * len(ins)

@@ -17,7 +17,7 @@ import array_api_compat
 from .._dtypes import DTYPES, dtype_name, fast_name, is_float
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from . import _core
-from ._core import PRIMITIVES, apply
+from ._core import PRIMITIVES, apply, apply1, apply2
 from ._grad_mode import GRAD_ENABLED
 
 __all__ = ["Tensor"]
@@ -159,7 +159,7 @@ class Tensor:
     @property
     def mT(self) -> Tensor:
         """Transpose of the last two axes."""
-        return apply(PRIMITIVES["matrix_transpose"], (self,), _NOKW)
+        return apply1(PRIMITIVES["matrix_transpose"], self, _NOKW)
 
     @property
     def grad_fn(self) -> Any:
@@ -399,112 +399,112 @@ class Tensor:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["add"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["add"], self, o, _NOKW)
 
     def __radd__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["add"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["add"], o, self, _NOKW)
 
     def __sub__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["subtract"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["subtract"], self, o, _NOKW)
 
     def __rsub__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["subtract"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["subtract"], o, self, _NOKW)
 
     def __mul__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["multiply"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["multiply"], self, o, _NOKW)
 
     def __rmul__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["multiply"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["multiply"], o, self, _NOKW)
 
     def __truediv__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["divide"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["divide"], self, o, _NOKW)
 
     def __rtruediv__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["divide"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["divide"], o, self, _NOKW)
 
     def __floordiv__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["floor_divide"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["floor_divide"], self, o, _NOKW)
 
     def __rfloordiv__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["floor_divide"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["floor_divide"], o, self, _NOKW)
 
     def __mod__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["remainder"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["remainder"], self, o, _NOKW)
 
     def __rmod__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["remainder"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["remainder"], o, self, _NOKW)
 
     def __pow__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["pow"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["pow"], self, o, _NOKW)
 
     def __rpow__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["pow"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["pow"], o, self, _NOKW)
 
     def __matmul__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["matmul"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["matmul"], self, o, _NOKW)
 
     def __rmatmul__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["matmul"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["matmul"], o, self, _NOKW)
 
     def __and__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_and"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["bitwise_and"], self, o, _NOKW)
 
     def __rand__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_and"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["bitwise_and"], o, self, _NOKW)
 
     def __or__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_or"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["bitwise_or"], self, o, _NOKW)
 
     def __ror__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_or"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["bitwise_or"], o, self, _NOKW)
 
     def __xor__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_xor"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["bitwise_xor"], self, o, _NOKW)
 
     def __rxor__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_xor"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["bitwise_xor"], o, self, _NOKW)
 
     def __lshift__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_left_shift"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["bitwise_left_shift"], self, o, _NOKW)
 
     def __rlshift__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_left_shift"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["bitwise_left_shift"], o, self, _NOKW)
 
     def __rshift__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_right_shift"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["bitwise_right_shift"], self, o, _NOKW)
 
     def __rrshift__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["bitwise_right_shift"], (o, self), _NOKW)
+        return apply2(PRIMITIVES["bitwise_right_shift"], o, self, _NOKW)
 
     def __neg__(self) -> Tensor:
-        return apply(PRIMITIVES["negative"], (self,), _NOKW)
+        return apply1(PRIMITIVES["negative"], self, _NOKW)
 
     def __pos__(self) -> Tensor:
-        return apply(PRIMITIVES["positive"], (self,), _NOKW)
+        return apply1(PRIMITIVES["positive"], self, _NOKW)
 
     def __abs__(self) -> Tensor:
-        return apply(PRIMITIVES["abs"], (self,), _NOKW)
+        return apply1(PRIMITIVES["abs"], self, _NOKW)
 
     def __invert__(self) -> Tensor:
-        return apply(PRIMITIVES["bitwise_invert"], (self,), _NOKW)
+        return apply1(PRIMITIVES["bitwise_invert"], self, _NOKW)
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(PRIMITIVES["equal"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["equal"], self, o, _NOKW)
 
     def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(PRIMITIVES["not_equal"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["not_equal"], self, o, _NOKW)
 
     def __lt__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["less"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["less"], self, o, _NOKW)
 
     def __le__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["less_equal"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["less_equal"], self, o, _NOKW)
 
     def __gt__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["greater"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["greater"], self, o, _NOKW)
 
     def __ge__(self, o: Any) -> Tensor:
-        return apply(PRIMITIVES["greater_equal"], (self, o), _NOKW)
+        return apply2(PRIMITIVES["greater_equal"], self, o, _NOKW)
 
     def __getitem__(self, key: Any) -> Tensor:
         return _op("getitem", self, key=_unwrap_key(key))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .._dtypes import DType, dtype_name, fast_name
-from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, composite, declare, primitive
+from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, apply1, apply2, composite, declare, primitive
 from ..autograd._tensor import Tensor
 
 __all__ = [
-    "NOKW", "Array", "Tensor", "apply", "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
+    "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
     "is_xpgrad",
     "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "zeros_like_shape",
 ]

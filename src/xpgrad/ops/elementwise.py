@@ -16,7 +16,7 @@ import cmath
 import math
 from typing import Any
 
-from ._common import NOKW, Array, apply, defjvp_from_vjp, is_complex, primitive
+from ._common import NOKW, Array, apply, apply1, apply2, defjvp_from_vjp, is_complex, primitive
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 from ._common import scale as _scale  # g * d, in place when the engine owns g
 
@@ -346,7 +346,7 @@ def abs(x: Array, /) -> Array:  # noqa: A001 - the standard's name
         >>> xg.abs(xg.asarray([-1.5, 2.0]))
         Tensor([1.5, 2. ], dtype=float64, device=cpu)
     """
-    return apply(_abs, (x,), NOKW)
+    return apply1(_abs, x, NOKW)
 
 
 def acos(x: Array, /) -> Array:
@@ -357,7 +357,7 @@ def acos(x: Array, /) -> Array:
         >>> xg.acos(xg.asarray([1.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_acos, (x,), NOKW)
+    return apply1(_acos, x, NOKW)
 
 
 def acosh(x: Array, /) -> Array:
@@ -368,7 +368,7 @@ def acosh(x: Array, /) -> Array:
         >>> xg.acosh(xg.asarray([1.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_acosh, (x,), NOKW)
+    return apply1(_acosh, x, NOKW)
 
 
 def add(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -379,7 +379,7 @@ def add(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.add(xg.asarray([1.0]), 2.0)
         Tensor([3.], dtype=float64, device=cpu)
     """
-    return apply(_add, (x1, x2), NOKW)
+    return apply2(_add, x1, x2, NOKW)
 
 
 def asin(x: Array, /) -> Array:
@@ -390,7 +390,7 @@ def asin(x: Array, /) -> Array:
         >>> xg.asin(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_asin, (x,), NOKW)
+    return apply1(_asin, x, NOKW)
 
 
 def asinh(x: Array, /) -> Array:
@@ -401,7 +401,7 @@ def asinh(x: Array, /) -> Array:
         >>> xg.asinh(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_asinh, (x,), NOKW)
+    return apply1(_asinh, x, NOKW)
 
 
 def atan(x: Array, /) -> Array:
@@ -412,7 +412,7 @@ def atan(x: Array, /) -> Array:
         >>> xg.atan(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_atan, (x,), NOKW)
+    return apply1(_atan, x, NOKW)
 
 
 def atan2(x1: Array | float, x2: Array | float, /) -> Array:
@@ -423,7 +423,7 @@ def atan2(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.atan2(xg.asarray([1.0]), 1.0)
         Tensor([0.78539816], dtype=float64, device=cpu)
     """
-    return apply(_atan2, (x1, x2), NOKW)
+    return apply2(_atan2, x1, x2, NOKW)
 
 
 def atanh(x: Array, /) -> Array:
@@ -434,7 +434,7 @@ def atanh(x: Array, /) -> Array:
         >>> xg.atanh(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_atanh, (x,), NOKW)
+    return apply1(_atanh, x, NOKW)
 
 
 def bitwise_and(x1: Array | int, x2: Array | int, /) -> Array:
@@ -445,7 +445,7 @@ def bitwise_and(x1: Array | int, x2: Array | int, /) -> Array:
         >>> xg.bitwise_and(xg.asarray([6, 3]), 5)
         Tensor([4, 1], dtype=int64, device=cpu)
     """
-    return apply(_bitwise_and, (x1, x2), NOKW)
+    return apply2(_bitwise_and, x1, x2, NOKW)
 
 
 def bitwise_invert(x: Array, /) -> Array:
@@ -456,7 +456,7 @@ def bitwise_invert(x: Array, /) -> Array:
         >>> xg.bitwise_invert(xg.asarray([True, False]))
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_bitwise_invert, (x,), NOKW)
+    return apply1(_bitwise_invert, x, NOKW)
 
 
 def bitwise_left_shift(x1: Array | int, x2: Array | int, /) -> Array:
@@ -467,7 +467,7 @@ def bitwise_left_shift(x1: Array | int, x2: Array | int, /) -> Array:
         >>> xg.bitwise_left_shift(xg.asarray([1, 2]), 2)
         Tensor([4, 8], dtype=int64, device=cpu)
     """
-    return apply(_bitwise_left_shift, (x1, x2), NOKW)
+    return apply2(_bitwise_left_shift, x1, x2, NOKW)
 
 
 def bitwise_or(x1: Array | int, x2: Array | int, /) -> Array:
@@ -478,7 +478,7 @@ def bitwise_or(x1: Array | int, x2: Array | int, /) -> Array:
         >>> xg.bitwise_or(xg.asarray([6, 3]), 5)
         Tensor([7, 7], dtype=int64, device=cpu)
     """
-    return apply(_bitwise_or, (x1, x2), NOKW)
+    return apply2(_bitwise_or, x1, x2, NOKW)
 
 
 def bitwise_right_shift(x1: Array | int, x2: Array | int, /) -> Array:
@@ -489,7 +489,7 @@ def bitwise_right_shift(x1: Array | int, x2: Array | int, /) -> Array:
         >>> xg.bitwise_right_shift(xg.asarray([8, 4]), 2)
         Tensor([2, 1], dtype=int64, device=cpu)
     """
-    return apply(_bitwise_right_shift, (x1, x2), NOKW)
+    return apply2(_bitwise_right_shift, x1, x2, NOKW)
 
 
 def bitwise_xor(x1: Array | int, x2: Array | int, /) -> Array:
@@ -500,7 +500,7 @@ def bitwise_xor(x1: Array | int, x2: Array | int, /) -> Array:
         >>> xg.bitwise_xor(xg.asarray([6, 3]), 5)
         Tensor([3, 6], dtype=int64, device=cpu)
     """
-    return apply(_bitwise_xor, (x1, x2), NOKW)
+    return apply2(_bitwise_xor, x1, x2, NOKW)
 
 
 def ceil(x: Array, /) -> Array:
@@ -511,7 +511,7 @@ def ceil(x: Array, /) -> Array:
         >>> xg.ceil(xg.asarray([1.2, -1.2]))
         Tensor([ 2., -1.], dtype=float64, device=cpu)
     """
-    return apply(_ceil, (x,), NOKW)
+    return apply1(_ceil, x, NOKW)
 
 
 def clip(x: Array, /, min: Array | float | None = None, max: Array | float | None = None) -> Array:  # noqa: A002 - the standard's names
@@ -533,7 +533,7 @@ def conj(x: Array, /) -> Array:
         >>> xg.conj(xg.asarray([1 + 2j]))
         Tensor([1.-2.j], dtype=complex128, device=cpu)
     """
-    return apply(_conj_p, (x,), NOKW)
+    return apply1(_conj_p, x, NOKW)
 
 
 def copysign(x1: Array | float, x2: Array | float, /) -> Array:
@@ -544,7 +544,7 @@ def copysign(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.copysign(xg.asarray([1.5, -2.0]), -1.0)
         Tensor([-1.5, -2. ], dtype=float64, device=cpu)
     """
-    return apply(_copysign, (x1, x2), NOKW)
+    return apply2(_copysign, x1, x2, NOKW)
 
 
 def cos(x: Array, /) -> Array:
@@ -555,7 +555,7 @@ def cos(x: Array, /) -> Array:
         >>> xg.cos(xg.asarray([0.0]))
         Tensor([1.], dtype=float64, device=cpu)
     """
-    return apply(_cos, (x,), NOKW)
+    return apply1(_cos, x, NOKW)
 
 
 def cosh(x: Array, /) -> Array:
@@ -566,7 +566,7 @@ def cosh(x: Array, /) -> Array:
         >>> xg.cosh(xg.asarray([0.0]))
         Tensor([1.], dtype=float64, device=cpu)
     """
-    return apply(_cosh, (x,), NOKW)
+    return apply1(_cosh, x, NOKW)
 
 
 def divide(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -577,7 +577,7 @@ def divide(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.divide(xg.asarray([3.0]), 2.0)
         Tensor([1.5], dtype=float64, device=cpu)
     """
-    return apply(_divide, (x1, x2), NOKW)
+    return apply2(_divide, x1, x2, NOKW)
 
 
 def equal(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -588,7 +588,7 @@ def equal(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.equal(xg.asarray([1.0, 2.0]), 2.0)
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_equal, (x1, x2), NOKW)
+    return apply2(_equal, x1, x2, NOKW)
 
 
 def exp(x: Array, /) -> Array:
@@ -599,7 +599,7 @@ def exp(x: Array, /) -> Array:
         >>> xg.exp(xg.asarray([0.0]))
         Tensor([1.], dtype=float64, device=cpu)
     """
-    return apply(_exp, (x,), NOKW)
+    return apply1(_exp, x, NOKW)
 
 
 def expm1(x: Array, /) -> Array:
@@ -610,7 +610,7 @@ def expm1(x: Array, /) -> Array:
         >>> xg.expm1(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_expm1, (x,), NOKW)
+    return apply1(_expm1, x, NOKW)
 
 
 def floor(x: Array, /) -> Array:
@@ -621,7 +621,7 @@ def floor(x: Array, /) -> Array:
         >>> xg.floor(xg.asarray([1.7, -1.2]))
         Tensor([ 1., -2.], dtype=float64, device=cpu)
     """
-    return apply(_floor, (x,), NOKW)
+    return apply1(_floor, x, NOKW)
 
 
 def floor_divide(x1: Array | float, x2: Array | float, /) -> Array:
@@ -632,7 +632,7 @@ def floor_divide(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.floor_divide(xg.asarray([7.0, -7.0]), 2.0)
         Tensor([ 3., -4.], dtype=float64, device=cpu)
     """
-    return apply(_floor_divide, (x1, x2), NOKW)
+    return apply2(_floor_divide, x1, x2, NOKW)
 
 
 def greater(x1: Array | float, x2: Array | float, /) -> Array:
@@ -643,7 +643,7 @@ def greater(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.greater(xg.asarray([1.0, 3.0]), 2.0)
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_greater, (x1, x2), NOKW)
+    return apply2(_greater, x1, x2, NOKW)
 
 
 def greater_equal(x1: Array | float, x2: Array | float, /) -> Array:
@@ -654,7 +654,7 @@ def greater_equal(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.greater_equal(xg.asarray([1.0, 2.0]), 2.0)
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_greater_equal, (x1, x2), NOKW)
+    return apply2(_greater_equal, x1, x2, NOKW)
 
 
 def hypot(x1: Array | float, x2: Array | float, /) -> Array:
@@ -665,7 +665,7 @@ def hypot(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.hypot(xg.asarray([3.0]), 4.0)
         Tensor([5.], dtype=float64, device=cpu)
     """
-    return apply(_hypot, (x1, x2), NOKW)
+    return apply2(_hypot, x1, x2, NOKW)
 
 
 def imag(x: Array, /) -> Array:
@@ -676,7 +676,7 @@ def imag(x: Array, /) -> Array:
         >>> xg.imag(xg.asarray([1 + 2j]))
         Tensor([2.], dtype=float64, device=cpu)
     """
-    return apply(_imag, (x,), NOKW)
+    return apply1(_imag, x, NOKW)
 
 
 def isfinite(x: Array, /) -> Array:
@@ -687,7 +687,7 @@ def isfinite(x: Array, /) -> Array:
         >>> xg.isfinite(xg.asarray([1.0, float('inf')]))
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_isfinite, (x,), NOKW)
+    return apply1(_isfinite, x, NOKW)
 
 
 def isinf(x: Array, /) -> Array:
@@ -698,7 +698,7 @@ def isinf(x: Array, /) -> Array:
         >>> xg.isinf(xg.asarray([1.0, float('inf')]))
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_isinf, (x,), NOKW)
+    return apply1(_isinf, x, NOKW)
 
 
 def isnan(x: Array, /) -> Array:
@@ -709,7 +709,7 @@ def isnan(x: Array, /) -> Array:
         >>> xg.isnan(xg.asarray([1.0, float('nan')]))
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_isnan, (x,), NOKW)
+    return apply1(_isnan, x, NOKW)
 
 
 def less(x1: Array | float, x2: Array | float, /) -> Array:
@@ -720,7 +720,7 @@ def less(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.less(xg.asarray([1.0, 3.0]), 2.0)
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_less, (x1, x2), NOKW)
+    return apply2(_less, x1, x2, NOKW)
 
 
 def less_equal(x1: Array | float, x2: Array | float, /) -> Array:
@@ -731,7 +731,7 @@ def less_equal(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.less_equal(xg.asarray([1.0, 3.0]), 1.0)
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_less_equal, (x1, x2), NOKW)
+    return apply2(_less_equal, x1, x2, NOKW)
 
 
 def log(x: Array, /) -> Array:
@@ -742,7 +742,7 @@ def log(x: Array, /) -> Array:
         >>> xg.log(xg.asarray([1.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_log, (x,), NOKW)
+    return apply1(_log, x, NOKW)
 
 
 def log1p(x: Array, /) -> Array:
@@ -753,7 +753,7 @@ def log1p(x: Array, /) -> Array:
         >>> xg.log1p(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_log1p, (x,), NOKW)
+    return apply1(_log1p, x, NOKW)
 
 
 def log2(x: Array, /) -> Array:
@@ -764,7 +764,7 @@ def log2(x: Array, /) -> Array:
         >>> xg.log2(xg.asarray([8.0]))
         Tensor([3.], dtype=float64, device=cpu)
     """
-    return apply(_log2, (x,), NOKW)
+    return apply1(_log2, x, NOKW)
 
 
 def log10(x: Array, /) -> Array:
@@ -775,7 +775,7 @@ def log10(x: Array, /) -> Array:
         >>> xg.log10(xg.asarray([100.0]))
         Tensor([2.], dtype=float64, device=cpu)
     """
-    return apply(_log10, (x,), NOKW)
+    return apply1(_log10, x, NOKW)
 
 
 def logaddexp(x1: Array | float, x2: Array | float, /) -> Array:
@@ -786,7 +786,7 @@ def logaddexp(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.logaddexp(xg.asarray([0.0]), 0.0)
         Tensor([0.69314718], dtype=float64, device=cpu)
     """
-    return apply(_logaddexp, (x1, x2), NOKW)
+    return apply2(_logaddexp, x1, x2, NOKW)
 
 
 def logical_and(x1: Array | bool, x2: Array | bool, /) -> Array:
@@ -797,7 +797,7 @@ def logical_and(x1: Array | bool, x2: Array | bool, /) -> Array:
         >>> xg.logical_and(xg.asarray([True, False]), True)
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_logical_and, (x1, x2), NOKW)
+    return apply2(_logical_and, x1, x2, NOKW)
 
 
 def logical_not(x: Array, /) -> Array:
@@ -808,7 +808,7 @@ def logical_not(x: Array, /) -> Array:
         >>> xg.logical_not(xg.asarray([True, False]))
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_logical_not, (x,), NOKW)
+    return apply1(_logical_not, x, NOKW)
 
 
 def logical_or(x1: Array | bool, x2: Array | bool, /) -> Array:
@@ -819,7 +819,7 @@ def logical_or(x1: Array | bool, x2: Array | bool, /) -> Array:
         >>> xg.logical_or(xg.asarray([True, False]), False)
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_logical_or, (x1, x2), NOKW)
+    return apply2(_logical_or, x1, x2, NOKW)
 
 
 def logical_xor(x1: Array | bool, x2: Array | bool, /) -> Array:
@@ -830,7 +830,7 @@ def logical_xor(x1: Array | bool, x2: Array | bool, /) -> Array:
         >>> xg.logical_xor(xg.asarray([True, False]), True)
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_logical_xor, (x1, x2), NOKW)
+    return apply2(_logical_xor, x1, x2, NOKW)
 
 
 def maximum(x1: Array | float, x2: Array | float, /) -> Array:
@@ -841,7 +841,7 @@ def maximum(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.maximum(xg.asarray([1.0, 3.0]), 2.0)
         Tensor([2., 3.], dtype=float64, device=cpu)
     """
-    return apply(_maximum, (x1, x2), NOKW)
+    return apply2(_maximum, x1, x2, NOKW)
 
 
 def minimum(x1: Array | float, x2: Array | float, /) -> Array:
@@ -852,7 +852,7 @@ def minimum(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.minimum(xg.asarray([1.0, 3.0]), 2.0)
         Tensor([1., 2.], dtype=float64, device=cpu)
     """
-    return apply(_minimum, (x1, x2), NOKW)
+    return apply2(_minimum, x1, x2, NOKW)
 
 
 def multiply(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -863,7 +863,7 @@ def multiply(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.multiply(xg.asarray([3.0]), 2.0)
         Tensor([6.], dtype=float64, device=cpu)
     """
-    return apply(_multiply, (x1, x2), NOKW)
+    return apply2(_multiply, x1, x2, NOKW)
 
 
 def negative(x: Array, /) -> Array:
@@ -874,7 +874,7 @@ def negative(x: Array, /) -> Array:
         >>> xg.negative(xg.asarray([1.0]))
         Tensor([-1.], dtype=float64, device=cpu)
     """
-    return apply(_negative, (x,), NOKW)
+    return apply1(_negative, x, NOKW)
 
 
 def nextafter(x1: Array | float, x2: Array | float, /) -> Array:
@@ -885,7 +885,7 @@ def nextafter(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.nextafter(xg.asarray([1.0]), 2.0) > 1.0
         Tensor([ True], dtype=bool, device=cpu)
     """
-    return apply(_nextafter, (x1, x2), NOKW)
+    return apply2(_nextafter, x1, x2, NOKW)
 
 
 def not_equal(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -896,7 +896,7 @@ def not_equal(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.not_equal(xg.asarray([1.0, 2.0]), 2.0)
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_not_equal, (x1, x2), NOKW)
+    return apply2(_not_equal, x1, x2, NOKW)
 
 
 def positive(x: Array, /) -> Array:
@@ -907,7 +907,7 @@ def positive(x: Array, /) -> Array:
         >>> xg.positive(xg.asarray([-1.0]))
         Tensor([-1.], dtype=float64, device=cpu)
     """
-    return apply(_positive, (x,), NOKW)
+    return apply1(_positive, x, NOKW)
 
 
 def pow(x1: Array | complex, x2: Array | complex, /) -> Array:  # noqa: A001 - the standard's name
@@ -918,7 +918,7 @@ def pow(x1: Array | complex, x2: Array | complex, /) -> Array:  # noqa: A001 - t
         >>> xg.pow(xg.asarray([2.0, 3.0]), 2.0)
         Tensor([4., 9.], dtype=float64, device=cpu)
     """
-    return apply(_pow, (x1, x2), NOKW)
+    return apply2(_pow, x1, x2, NOKW)
 
 
 def real(x: Array, /) -> Array:
@@ -929,7 +929,7 @@ def real(x: Array, /) -> Array:
         >>> xg.real(xg.asarray([1 + 2j]))
         Tensor([1.], dtype=float64, device=cpu)
     """
-    return apply(_real, (x,), NOKW)
+    return apply1(_real, x, NOKW)
 
 
 def reciprocal(x: Array, /) -> Array:
@@ -940,7 +940,7 @@ def reciprocal(x: Array, /) -> Array:
         >>> xg.reciprocal(xg.asarray([4.0]))
         Tensor([0.25], dtype=float64, device=cpu)
     """
-    return apply(_reciprocal, (x,), NOKW)
+    return apply1(_reciprocal, x, NOKW)
 
 
 def remainder(x1: Array | float, x2: Array | float, /) -> Array:
@@ -951,7 +951,7 @@ def remainder(x1: Array | float, x2: Array | float, /) -> Array:
         >>> xg.remainder(xg.asarray([5.0, -5.0]), 3.0)
         Tensor([2., 1.], dtype=float64, device=cpu)
     """
-    return apply(_remainder, (x1, x2), NOKW)
+    return apply2(_remainder, x1, x2, NOKW)
 
 
 def round(x: Array, /) -> Array:  # noqa: A001 - the standard's name
@@ -962,7 +962,7 @@ def round(x: Array, /) -> Array:  # noqa: A001 - the standard's name
         >>> xg.round(xg.asarray([0.5, 1.5, 2.7]))
         Tensor([0., 2., 3.], dtype=float64, device=cpu)
     """
-    return apply(_round, (x,), NOKW)
+    return apply1(_round, x, NOKW)
 
 
 def sign(x: Array, /) -> Array:
@@ -973,7 +973,7 @@ def sign(x: Array, /) -> Array:
         >>> xg.sign(xg.asarray([-2.0, 0.0, 3.0]))
         Tensor([-1.,  0.,  1.], dtype=float64, device=cpu)
     """
-    return apply(_sign, (x,), NOKW)
+    return apply1(_sign, x, NOKW)
 
 
 def signbit(x: Array, /) -> Array:
@@ -984,7 +984,7 @@ def signbit(x: Array, /) -> Array:
         >>> xg.signbit(xg.asarray([-0.0, 1.0]))
         Tensor([ True, False], dtype=bool, device=cpu)
     """
-    return apply(_signbit, (x,), NOKW)
+    return apply1(_signbit, x, NOKW)
 
 
 def sin(x: Array, /) -> Array:
@@ -995,7 +995,7 @@ def sin(x: Array, /) -> Array:
         >>> xg.sin(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_sin, (x,), NOKW)
+    return apply1(_sin, x, NOKW)
 
 
 def sinh(x: Array, /) -> Array:
@@ -1006,7 +1006,7 @@ def sinh(x: Array, /) -> Array:
         >>> xg.sinh(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_sinh, (x,), NOKW)
+    return apply1(_sinh, x, NOKW)
 
 
 def square(x: Array, /) -> Array:
@@ -1017,7 +1017,7 @@ def square(x: Array, /) -> Array:
         >>> xg.square(xg.asarray([3.0]))
         Tensor([9.], dtype=float64, device=cpu)
     """
-    return apply(_square, (x,), NOKW)
+    return apply1(_square, x, NOKW)
 
 
 def sqrt(x: Array, /) -> Array:
@@ -1028,7 +1028,7 @@ def sqrt(x: Array, /) -> Array:
         >>> xg.sqrt(xg.asarray([4.0]))
         Tensor([2.], dtype=float64, device=cpu)
     """
-    return apply(_sqrt, (x,), NOKW)
+    return apply1(_sqrt, x, NOKW)
 
 
 def subtract(x1: Array | complex, x2: Array | complex, /) -> Array:
@@ -1039,7 +1039,7 @@ def subtract(x1: Array | complex, x2: Array | complex, /) -> Array:
         >>> xg.subtract(xg.asarray([1.0]), 2.0)
         Tensor([-1.], dtype=float64, device=cpu)
     """
-    return apply(_subtract, (x1, x2), NOKW)
+    return apply2(_subtract, x1, x2, NOKW)
 
 
 def tan(x: Array, /) -> Array:
@@ -1050,7 +1050,7 @@ def tan(x: Array, /) -> Array:
         >>> xg.tan(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_tan, (x,), NOKW)
+    return apply1(_tan, x, NOKW)
 
 
 def tanh(x: Array, /) -> Array:
@@ -1061,7 +1061,7 @@ def tanh(x: Array, /) -> Array:
         >>> xg.tanh(xg.asarray([0.0]))
         Tensor([0.], dtype=float64, device=cpu)
     """
-    return apply(_tanh, (x,), NOKW)
+    return apply1(_tanh, x, NOKW)
 
 
 def trunc(x: Array, /) -> Array:
@@ -1072,7 +1072,7 @@ def trunc(x: Array, /) -> Array:
         >>> xg.trunc(xg.asarray([1.7, -1.7]))
         Tensor([ 1., -1.], dtype=float64, device=cpu)
     """
-    return apply(_trunc, (x,), NOKW)
+    return apply1(_trunc, x, NOKW)
 
 
 def where(condition: Array, x1: Array | complex, x2: Array | complex, /) -> Array:

@@ -336,6 +336,31 @@ _unary("special.ndtr", "{N}.special.ndtr({a})")
 _unary("special.log_ndtr", "{N}.special.log_ndtr({a})")
 _unary("special.expit", "{N}.special.expit({a})")
 _unary("nn.relu", "{N}.nn.functional.relu({a} - 0.123)", "nn.relu", "subtract", torch_tpl="torch.relu({a} - 0.123)")
+
+
+@_op("nn.cross_entropy", "nn.softmax_cross_entropy")
+def _cross_entropy(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Class-index cross-entropy of logits ``a`` (class axis 1, or 0 for 1-D), every option drawn."""
+    if a.ndim == 0:
+        return None
+    cax = 0 if a.ndim == 1 else 1
+    n_cls = a.shape[cax]
+    tshape = a.shape[:cax] + a.shape[cax + 1:]
+    ignore = d(st.sampled_from([-100, 0]))
+    t = np.array(d(st.lists(st.integers(0, n_cls - 1), min_size=math.prod(tshape), max_size=math.prod(tshape))),
+                 dtype=np.int64).reshape(tshape)
+    red = d(st.sampled_from(["none", "sum", "mean"]))
+    if red == "mean" and not np.any(t != ignore):
+        ignore = -100  # (all ignored: 0 / 0)
+    eps = d(st.sampled_from([0.0, 0.25]))
+    w = d(st.sampled_from([None, [0.5 + 0.25 * i for i in range(n_cls)]]))
+    lit = repr(t.tolist())
+    opts = f"ignore_index={ignore}, reduction={red!r}, label_smoothing={eps}"
+    xg = (f"xp.nn.functional.cross_entropy({a.name}, xp.asarray({lit}), "
+          f"{'None' if w is None else f'xp.asarray({w!r})'}, {opts})")
+    tc = (f"torch.nn.functional.cross_entropy({a.name}, torch.tensor({lit}), "
+          f"{'None' if w is None else f'torch.tensor({w!r}, dtype=torch.float64)'}, {opts})")
+    return xg, tc, tshape if red == "none" else ()
 _unary("special.logit", "{N}.special.logit(0.05 + 0.9 * {N}.special.expit({a}))", "special.logit", "special.expit")
 _unary("special.entr", "{N}.special.entr(0.5 + {a} * {a})")
 _unary("special.gammaln", "{N}.special.gammaln(0.5 + {a} * {a})")

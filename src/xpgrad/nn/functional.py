@@ -1,8 +1,9 @@
 """Functional forms of the layers, activations and losses (``xpgrad.nn.functional``).
 
 Every function is composed of xpgrad's namespace functions, so it works on any
-backend and its gradient (of any order) comes from the primitives' rules; ``relu``,
-the one hot enough to matter, is a primitive of its own (``nn.relu``). The
+backend and its gradient (of any order) comes from the primitives' rules; the two hot
+enough to matter are primitives of their own: ``relu`` (``nn.relu``) and
+``cross_entropy`` of class indices (``nn.softmax_cross_entropy``). The
 numerically delicate ones are written so that no intermediate overflows:
 ``log_softmax`` shifts by the (detached) maximum, the logistic functions use
 ``exp(-|x|)``, and ``binary_cross_entropy_with_logits`` is finite with finite
@@ -18,7 +19,7 @@ from typing import Any
 import xpgrad as xg
 
 from .._dispatch import backend_namespace
-from .._dtypes import dtype_name, is_float
+from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._tensor import Tensor
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
@@ -735,6 +736,109 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
     return total / xg.sum(denom)
 
 
+# Softmax cross-entropy of class-index targets, fused: one node instead of the ~15 of
+# log_softmax + nll_loss. Every option (weight, ignore_index, label_smoothing) arrives in
+# two constants built by :func:`_xent_targets`: ``q``, the weighted target distribution
+# (one per logit: ``valid * w_c * ((1 - eps) onehot + eps / C)``), and ``qsum``, its sum
+# over the class axis (keepdims); ``den`` (reduction="mean" only) is the summed weight of
+# the counted targets. The loss per position is ``-sum_c q logp``, and its derivative
+# ``softmax * qsum - q``. The forward's second output is ``logp``, the log-softmax (never
+# shown to the user): the rule reads the softmax as ``exp(logp)``, one call, and the
+# logits need not be saved. With ``create_graph`` the rule's ``logp`` is an output of this
+# very node, so its own VJP (``g - softmax * sum(g)``) and JVP make the rules exact at any
+# order. Standard calls only.
+def _xent_fwd(xp: Any, x: Any, q: Any, qsum: Any, den: Any = None, *, axis: int,
+              reduction: str) -> tuple[Any, Any]:
+    s = x - xp.max(x, axis=axis, keepdims=True)
+    logp = s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+    qlogp = q * xp.where(q == 0, 0.0, logp)  # a masked (-inf) logit off the target adds 0, not 0 * inf
+    if reduction == "none":
+        return -xp.sum(qlogp, axis=axis), logp
+    loss = -xp.sum(qlogp)
+    return (loss if reduction == "sum" else loss / den), logp
+
+
+def _xent_vjp(xp: Any, g: Any, ans: Any, x: Any, q: Any, qsum: Any, den: Any = None, *, axis: int,
+              reduction: str) -> Any:
+    gl, glogp = g
+    p = xp.exp(ans[1])  # the softmax
+    out = None
+    if gl is not None:
+        if reduction == "none":
+            gl = xp.expand_dims(gl, axis=axis)
+        elif reduction == "mean":
+            gl = gl / den
+        out = (p * qsum - q) * gl
+    if glogp is not None:  # reached only through this rule's own use of logp (higher order)
+        d = glogp - p * xp.sum(glogp, axis=axis, keepdims=True)
+        out = d if out is None else out + d
+    return out
+
+
+def _xent_jvp(xp: Any, t: Any, ans: Any, x: Any, q: Any, qsum: Any, den: Any = None, *, axis: int,
+              reduction: str) -> tuple[Any, Any]:
+    tlogp = t - xp.sum(xp.exp(ans[1]) * t, axis=axis, keepdims=True)
+    if reduction == "none":
+        return -xp.sum(q * tlogp, axis=axis), tlogp
+    tl = -xp.sum(q * tlogp)
+    return (tl if reduction == "sum" else tl / den), tlogp
+
+
+_xent = primitive("nn.softmax_cross_entropy", _xent_fwd, save=(1, 2, 3), save_ans=True, multi=True, chapter="nn")
+_xent.defvjp(_xent_vjp, None, None, None)
+_xent.defjvp(_xent_jvp, None, None, None)
+
+
+def _xent_targets(input: Any, target: Any, weight: Any, ignore_index: int, label_smoothing: float, cax: int,
+                  reduction: str, func: str) -> tuple[Any, ...]:
+    """The constant arguments of the fused primitive after the logits: ``q``, ``qsum`` (and ``den``)."""
+    x = _data(input)
+    t = _data(target)
+    xshape = tuple(x.shape)
+    expect = xshape[:cax] + xshape[cax + 1:]
+    if tuple(t.shape) != expect:
+        msg = f"{func}: target shape {tuple(t.shape)} does not match input shape {xshape} (expected {expect})"
+        raise XpgradValueError(msg)
+    bxp = _bxp(x)
+    dev = _device(x)
+    if type(t) is not type(x) and _bxp(t) is not bxp:
+        from .._io import move_array
+
+        t = move_array(t, bxp, dev)
+    n_cls = xshape[cax]
+    classes = bxp.arange(n_cls, dtype=t.dtype, device=dev)
+    if cax != len(xshape) - 1:
+        classes = bxp.reshape(classes, (n_cls,) + (1,) * (len(xshape) - cax - 1))
+    texp = t[(slice(None),) * cax + (None, ...)]  # (expand_dims at cax, as an index: cheaper)
+    valid = texp != ignore_index
+    hit = texp == classes
+    if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
+        hit = bxp.logical_and(hit, valid)
+    dt = x.dtype
+    q = bxp.astype(hit, dt)
+    vf = bxp.astype(valid, dt)
+    eps = label_smoothing
+    if weight is None:
+        qsum = vf
+        den = bxp.sum(vf) if reduction == "mean" else None
+        if eps > 0:
+            q = q * (1.0 - eps) + vf * (eps / n_cls)
+    else:
+        w = _class_weight(weight, input, tuple(n_cls if i == cax else 1 for i in range(len(xshape))), func)
+        q = q * w
+        den = bxp.sum(q) if reduction == "mean" else None
+        if eps > 0:
+            q = q * (1.0 - eps) + (vf * (eps / n_cls)) * w
+        qsum = bxp.sum(q, axis=cax, keepdims=True)
+    return (q, qsum) if den is None else (q, qsum, den)
+
+
+def _fusable(input: Any, target: Any, weight: Any) -> bool:
+    """Whether ``cross_entropy`` can take the fused primitive: real logits, index targets, a constant weight."""
+    return (kind(_data(input).dtype) == "real floating" and kind(_data(target).dtype).endswith("integer")
+            and not (isinstance(weight, Tensor) and weight.requires_grad))
+
+
 def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of unnormalized logits ``input`` (shape ``(N, C, ...)`` or ``(C,)``).
@@ -742,7 +846,9 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
     ``target`` holds class indices (integers, shape without the class axis) or
     class probabilities (floating, the input's shape). ``label_smoothing`` mixes
     the target with the uniform distribution; ``weight`` weighs classes;
-    ``ignore_index`` applies to index targets. Same definitions as PyTorch.
+    ``ignore_index`` applies to index targets. Same definitions as PyTorch. With
+    index targets the loss is one recorded node, ``nn.softmax_cross_entropy`` (unless
+    ``weight`` itself requires grad: then it is composed, and ``weight`` gets a gradient).
 
     Examples:
         >>> import xpgrad as xg
@@ -758,6 +864,9 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
         msg = f"{func}: label_smoothing must be in [0, 1], got {label_smoothing!r}"
         raise XpgradValueError(msg)
     cax = _class_axis(input, func)
+    if _fusable(input, target, weight):
+        args = _xent_targets(input, target, weight, ignore_index, label_smoothing, cax, reduction, func)
+        return apply(_xent, (input, *args), {"axis": cax, "reduction": reduction})[0]
     logp = log_softmax(input, axis=cax)
     xshape = tuple(_data(input).shape)
     n_cls = xshape[cax]

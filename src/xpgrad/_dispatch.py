@@ -2,9 +2,12 @@
 
 ``backend_namespace(*xs)`` unwraps Tensors and returns the *backend* namespace,
 cached by the tuple of argument types, so the per-op hot path pays one dict
-lookup. Mixed libraries raise :class:`NamespaceMismatchError`; mixed devices raise
-:class:`DeviceMismatchError`. Python scalars and None are ignored; a call with no
-array at all gets the current policy's namespace.
+lookup. For NumPy and torch arrays that is xpgrad's leaner copy of
+``array_api_compat.numpy`` / ``.torch`` (``_fastns``); ``array_namespace`` hands
+users the compat module itself. Mixed libraries raise
+:class:`NamespaceMismatchError`; mixed devices raise :class:`DeviceMismatchError`.
+Python scalars and None are ignored (a NumPy scalar alone counts as NumPy's); a
+call with no array at all gets the current policy's namespace.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradType
 if TYPE_CHECKING:
     from .autograd._tensor import Tensor
 
-__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes"]
+__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "public_namespace"]
 
 _SCALARS = (bool, int, float, complex, type(None))
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
+# id(fast namespace) -> the namespace it speeds up (see _fast)
+_PUBLIC: dict[int, ModuleType] = {}
 
 
 _TENSOR: list[type[Tensor]] = []
@@ -38,10 +43,32 @@ def _tensor_type() -> type[Tensor]:
     return _TENSOR[0]
 
 
+def _fast(xp: ModuleType) -> ModuleType:
+    """The namespace xpgrad computes with for a resolved one: NumPy's or torch's fast paths, else ``xp``."""
+    name = getattr(xp, "__name__", None)
+    if name in ("array_api_compat.numpy", "array_api_compat.torch") and isinstance(xp, ModuleType):
+        from ._fastns import numpy_namespace, torch_namespace
+
+        fast = numpy_namespace() if name == "array_api_compat.numpy" else torch_namespace()
+        if fast.__xpgrad_base__ is xp:
+            _PUBLIC[id(fast)] = xp
+            return fast
+    return xp
+
+
+def public_namespace(xp: ModuleType) -> ModuleType:
+    """The namespace users are handed for one that :func:`backend_namespace` returned.
+
+    Internally NumPy and torch arrays resolve to xpgrad's fast namespaces (``_fastns``);
+    users, and comparisons with a namespace they gave, see the compat modules.
+    """
+    return _PUBLIC.get(id(xp), xp)
+
+
 def _resolve(arrays: list[Any], func: str) -> ModuleType:
     """Resolve the backend namespace of raw arrays (no Tensors); no caching."""
     try:
-        return array_api_compat.array_namespace(*arrays)
+        return _fast(array_api_compat.array_namespace(*arrays))
     except TypeError as e:
         kinds: dict[str, Any] = {}
         for a in arrays:
@@ -91,6 +118,13 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
                 raise XpgradTypeError(msg)
             arrays.append(x)
     if not arrays:
+        # NumPy's float64/complex128 scalars subclass Python's float/complex: ignored next to
+        # arrays, but alone (a full reduction's result) they are NumPy's, not the policy's
+        nps = [x for x in xs if hasattr(x, "dtype")]
+        if nps:
+            xp = _resolve(nps, func)
+            _CACHE[key] = xp
+            return xp
         if xs and func != "array_namespace" and all(x is None for x in xs):  # sum(None): no array at all
             msg = f"{func}: expected an array, a Tensor or a Python scalar, got None"
             raise XpgradTypeError(msg)
@@ -179,4 +213,4 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
         import xpgrad
 
         return xpgrad
-    return xp
+    return _PUBLIC.get(id(xp), xp)

@@ -22,7 +22,7 @@ from typing import Any
 
 import array_api_compat
 
-from ._dispatch import backend_namespace
+from ._dispatch import backend_namespace, public_namespace
 from ._dtypes import dtype_name, to_backend
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
 from .autograd._tensor import Tensor, _to_numpy
@@ -50,7 +50,7 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
         return xp.asarray(data, dtype=dt, device=device)
     src = backend_namespace(data, func="move_array")
     fresh = False  # whether ``data`` is known to be new memory
-    if src is not xp:
+    if public_namespace(src) is not public_namespace(xp):  # (NumPy's fast namespace is NumPy's)
         data = _cross(data, xp, device)
     # cast before moving: the target device may lack the source dtype (float64 -> MPS-like)
     if dt is not None and dtype_name(data.dtype) != dtype_name(dt):

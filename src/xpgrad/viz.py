@@ -8,7 +8,8 @@ xpgrad. :func:`render` hands that text to the Graphviz ``dot`` program through t
 importing this module does not import ``graphviz``.
 
 The graph keeps its structure after ``backward()`` (only the saved values are
-freed), so it can be drawn before or after. Ids (``op0``, ``leaf0``, ``const0``...)
+freed, and with them the shapes that only they recorded), so it can be drawn before
+or after. Ids (``op0``, ``leaf0``, ``const0``...)
 are numbered in the order the walk meets them, so the same computation gives the
 same text in every run.
 """
@@ -117,7 +118,7 @@ def to_dot(
     outs: dict[int, dict[int, tuple[Any, Any]]] = {id(n): {} for n in order}  # output index -> (shape, dtype)
     leaf_id: dict[int, str] = {}
     leaves: list[Tensor] = []
-    consts: list[tuple[str, tuple[Any, Any]]] = []
+    consts: list[tuple[str, tuple[Any, Any] | None]] = []
     edges: list[tuple[str, str, str]] = []
 
     def leaf(t: Tensor) -> str:
@@ -128,11 +129,14 @@ def to_dot(
 
     for n in order:
         me = node_id[id(n)]
+        saved = n.saved
         for i, p in enumerate(n.parents):
-            m = n.meta[i]
-            meta = None if m is None else (m.shape, m.dtype)
+            # the argument's shape and dtype, from what the node keeps of it (the data or its
+            # ArgMeta); unknown once backward has freed the data
+            m: Any = saved[i] if saved is not None else None
+            meta = (m.shape, m.dtype) if hasattr(m, "shape") and hasattr(m, "dtype") else None
             if p is None:  # a constant: a Tensor without requires_grad, a raw array or a scalar
-                if show_constants and meta is not None:
+                if show_constants and getattr(n, "arrays", 0) >> i & 1:  # (scalars are not drawn)
                     cid = f"const{len(consts)}"
                     consts.append((cid, meta))
                     edges.append((cid, me, ""))
@@ -165,8 +169,9 @@ def to_dot(
             label.append("output")
             style += ", peripheries=2"
         lines.append(f"  {lid} [label={_quote(chr(10).join(label))}, {style}];")
-    for cid, (shape, dt) in consts:
-        lines.append(f"  {cid} [label={_quote('const' + chr(10) + _fmt(shape, dt))}, {_CONST}];")
+    for cid, cmeta in consts:  # (a constant's shape is unknown once backward freed what kept it)
+        clabel = "const" if cmeta is None else "const" + chr(10) + _fmt(*cmeta)
+        lines.append(f"  {cid} [label={_quote(clabel)}, {_CONST}];")
     for n in order:
         nid = node_id[id(n)]
         label = [n.prim.name]

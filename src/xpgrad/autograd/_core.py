@@ -271,12 +271,12 @@ class Node:
     __slots__ = (
         "__weakref__",
         "ans",
+        "arrays",
         "checks",
         "freed",
         "fw",
         "hooks",
         "kw",
-        "meta",
         "n_out",
         "parents",
         "pidx",
@@ -292,11 +292,12 @@ class Node:
     kw: dict[str, Any]
     parents: Sequence[Any]  # per argument: None, a leaf Tensor or the producing Node
     pidx: Sequence[int]
-    meta: Sequence[Any]  # per argument: its ArgMeta (shape, dtype); None for a non-array
-    # per argument what the rules see: the data where saved, else its ArgMeta (None for a
-    # scalar not saved); None once freed
+    # per argument what the rules see: the data where saved, else its ArgMeta (shape and
+    # dtype; None for a scalar not saved); None once freed (kept when the rules read no data)
     saved: Sequence[Any] | None
-    checks: Sequence[tuple[int, list[int], int]] | None  # (position, version box, version at record)
+    arrays: int  # bit i set: argument i is an array (for viz.to_dot, after backward freed ``saved``)
+    # flat (position, version box, version at record, ...); position -1 - j: output j
+    checks: tuple[Any, ...] | None  # (position, version box, version at record)
     ans: Any
     n_out: int
     freed: bool
@@ -319,7 +320,8 @@ class Node:
         return f"<{self.prim.name}>"
 
     def free(self) -> None:
-        self.saved = None
+        if self.prim.saves:  # (else saved holds only shapes: a later pass may still read them)
+            self.saved = None
         self.ans = None
         self.checks = None
         self.fw = None
@@ -504,18 +506,55 @@ def _new_node(prim: Primitive, xp: ModuleType, kw: dict[str, Any]) -> Node:
     return node
 
 
+# Everything a node keeps outlives the forward pass, so each object it allocates costs
+# twice: once to make, and again in every garbage-collector pass over the young
+# generation until backward frees it (about as much again as recording itself, for a
+# long chain). The record functions therefore allocate as few objects as they can: no
+# ArgMeta for a saved argument (its data has the shape), shared index tuples, and the
+# version checks as one flat tuple ``(position, box, version, position, box, version...)``.
+_Z1 = (0,)
+_Z2 = (0, 0)
+
+
+#: (shape, id(dtype)) -> its ArgMeta, shared by every node that needs one (they are
+#: read-only): the arguments of a training step have a handful of shapes, so recording
+#: usually allocates none. Bounded (a Dask NaN size never compares equal, so never hits).
+_METAS: dict[tuple[Any, int], ArgMeta] = {}
+
+
+def _meta(d: Any) -> ArgMeta:
+    """The ArgMeta (shape and dtype) of array ``d``."""
+    dt = d.dtype
+    key = (d.shape, id(dt))  # (the entry holds the dtype: its id cannot be reused meanwhile)
+    m = _METAS.get(key)
+    if m is None:
+        if len(_METAS) >= 4096:
+            _METAS.clear()
+        m = _new(ArgMeta)
+        m.shape = key[0]
+        m.dtype = dt
+        _METAS[key] = m
+    return m
+
+
 def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any], out: Any) -> Any:
     """:func:`_record` for one argument, a Tensor that requires grad, of a ``fast`` primitive."""
     if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
         raise _no_rule(prim, 0)
-    node = _new_node(prim, xp, kw)
+    node = _new(Node)  # (_new_node, inlined)
+    node.hooks = None
+    node.freed = False
+    node.fw = None
+    node.seq = next(_seq)
+    node.prim = prim
+    node.xp = xp
+    node.kw = kw
+    if _anomaly.depth and _anomaly.ANOMALY.get() is not None:
+        node.stack = _anomaly.user_stack()
     p = a._node
     node.parents = (a if p is None else p,)
-    node.pidx = (a._oidx,)
-    m = _new(ArgMeta)
-    m.shape = d.shape
-    m.dtype = d.dtype
-    node.meta = (m,)
+    node.pidx = _Z1 if a._oidx == 0 else (a._oidx,)
+    node.arrays = 1
     node.n_out = 1
     t = _new(Tensor)  # (_wrap, inlined)
     t.data = out
@@ -531,19 +570,21 @@ def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any]
         va = a._version
         if prim.save_ans:
             node.ans = out
-            node.checks = ((0, va, va[0]), (-1, v, 0))
+            node.checks = (0, va, va[0], -1, v, 0)
         else:
             node.ans = None
-            node.checks = ((0, va, va[0]),)
+            node.checks = (0, va, va[0])
     else:
-        node.saved = (m,)
+        node.saved = (_meta(d),)
         if prim.save_ans:
             node.ans = out
-            node.checks = ((-1, v, 0),)
+            node.checks = (-1, v, 0)
         else:
             node.ans = None
             node.checks = ()
     return t
+
+
 
 
 def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
@@ -551,14 +592,12 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
     """:func:`_record` for two arguments of a ``fast`` primitive, at least one requiring grad."""
     node = _new_node(prim, xp, kw)
     save = prim.save
-    checks: list[Any] = []
+    checks: tuple[Any, ...] = ()
     # argument 0
     pa = None
     ia = 0
+    sa = da
     if isinstance(a, Tensor):
-        ma = _new(ArgMeta)
-        ma.shape = da.shape
-        ma.dtype = da.dtype
         if a._requires_grad:
             if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
                 raise _no_rule(prim, 0)
@@ -567,27 +606,18 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
                 pa = a
             ia = a._oidx
         if prim.save0:
-            sa = da
             v = a._version
-            checks.append((0, v, v[0]))
+            checks = (0, v, v[0])
         else:
-            sa = ma
-    elif hasattr(da, "shape"):
-        ma = _new(ArgMeta)
-        ma.shape = da.shape
-        ma.dtype = da.dtype
-        sa = da if prim.save0 else ma
-    else:
-        ma = None
-        sa = da if prim.save0 else None
+            sa = _meta(da)
+    elif not prim.save0:
+        sa = _meta(da) if hasattr(da, "shape") else None
     # argument 1
     pb = None
     ib = 0
+    sb = db
     keep = save is None or 1 in save
     if isinstance(b, Tensor):
-        mb = _new(ArgMeta)
-        mb.shape = db.shape
-        mb.dtype = db.dtype
         if b._requires_grad:
             if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
                 raise _no_rule(prim, 1)
@@ -596,22 +626,15 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
                 pb = b
             ib = b._oidx
         if keep:
-            sb = db
             v = b._version
-            checks.append((1, v, v[0]))
+            checks = (*checks, 1, v, v[0]) if checks else (1, v, v[0])
         else:
-            sb = mb
-    elif hasattr(db, "shape"):
-        mb = _new(ArgMeta)
-        mb.shape = db.shape
-        mb.dtype = db.dtype
-        sb = db if keep else mb
-    else:
-        mb = None
-        sb = db if keep else None
+            sb = _meta(db)
+    elif not keep:
+        sb = _meta(db) if hasattr(db, "shape") else None
     node.parents = (pa, pb)
-    node.pidx = (ia, ib)
-    node.meta = (ma, mb)
+    node.pidx = _Z2 if ia == 0 and ib == 0 else (ia, ib)
+    node.arrays = (1 if hasattr(da, "shape") else 0) | (2 if hasattr(db, "shape") else 0)
     node.saved = (sa, sb)
     node.n_out = 1
     t = _new(Tensor)  # (_wrap, inlined)
@@ -625,7 +648,7 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
     v = t._version = [0]
     if prim.save_ans:
         node.ans = out
-        checks.append((-1, v, 0))
+        checks = (*checks, -1, v, 0)
     else:
         node.ans = None
     node.checks = checks
@@ -634,7 +657,7 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
 
 def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
             kw: dict[str, Any], out: Any) -> Any:
-    # the per-op hot path when recording: no Node.__init__ call, no per-argument method call
+    # the general case: any number of arguments, several outputs, views
     node = _new_node(prim, xp, kw)
     save = prim.save
     vjps = prim.vjps
@@ -642,16 +665,12 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
     n = len(args)
     parents: list[Any] = [None] * n  # filled by index: cheaper than appends
     pidx: list[int] = [0] * n
-    meta: list[Any] = [None] * n
     saved: list[Any] = [None] * n
     checks: list[Any] = []
     for i, a in enumerate(args):
         d = datas[i]
         keep = save is None or i in save
         if isinstance(a, Tensor):
-            m = meta[i] = _new(ArgMeta)
-            m.shape = d.shape
-            m.dtype = d.dtype
             if a._requires_grad:
                 if (vjps[i] if i < nrules else prim.vjp_rest) is None:
                     raise _no_rule(prim, i)
@@ -661,28 +680,26 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
             if keep:
                 saved[i] = d
                 v = a._version
-                checks.append((i, v, v[0]))
+                checks += (i, v, v[0])
             else:
-                saved[i] = m
-        elif hasattr(d, "shape"):
-            m = meta[i] = _new(ArgMeta)
-            m.shape = d.shape
-            m.dtype = d.dtype
-            saved[i] = d if keep else m
+                saved[i] = _meta(d)
         elif keep:
             saved[i] = d
+        elif hasattr(d, "shape"):
+            saved[i] = _meta(d)
     node.parents = parents
     node.pidx = pidx
-    node.meta = meta
     node.saved = saved
-    node.checks = checks
+    node.arrays = sum(1 << i for i, d in enumerate(datas) if hasattr(d, "shape"))
     if prim.multi:
         node.n_out = len(out)
         # integer and boolean outputs (unique_all's indices and counts) are constants
         outs = tuple(_wrap(o, node, j) if is_float(o.dtype) else _wrap(o) for j, o in enumerate(out))
         node.ans = out if prim.save_ans else None
         if prim.save_ans:
-            checks.extend((-1 - j, t._version, 0) for j, t in enumerate(outs))
+            for j, t in enumerate(outs):
+                checks += (-1 - j, t._version, 0)
+        node.checks = tuple(checks)
         return outs
     node.n_out = 1
     version = args[0]._version if prim.view and isinstance(args[0], Tensor) else None
@@ -690,9 +707,10 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
     if prim.save_ans:
         node.ans = out
         v = t._version
-        checks.append((-1, v, v[0]))
+        checks += (-1, v, v[0])
     else:
         node.ans = None
+    node.checks = tuple(checks)
     return t
 
 

@@ -302,17 +302,16 @@ def _pass(
             args, ans = _saved_inputs(node, True)
             xp = xpgrad
         else:
-            for _, box, ver in node.checks or ():
-                if box[0] != ver:
-                    _check_versions(node)  # raises, naming the value
-            saved = node.saved
-            args = node.meta if saved is None else saved  # (None: freed; the rules read only shapes)
+            ch = node.checks
+            if ch and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
+                _check_versions(node)  # raises, naming the value
+            args = node.saved  # type: ignore[assignment]  # (not None: checked above)
             ans = node.ans
             xp = node.xp
+        saved: Any = node.saved  # the raw arguments (or their ArgMeta): the shapes to fit to
         kw = node.kw
         nargs = len(args)
         vjps = prim.vjps
-        meta = node.meta
         parents = node.parents
         # donate the gradient when one rule alone reads it (no other rule can return it, or a view)
         # (identity counts: list.count would compare a Tensor parent with ==, elementwise)
@@ -344,7 +343,7 @@ def _pass(
                     gslot[0] = gslot[1] = None
                 if gi is None:
                     continue
-                m = meta[i]
+                m = saved[i]
                 # the common case, a gradient already of the argument's shape and dtype, is
                 # two comparisons; anything else is fitted (shapes of unknown size included)
                 if create_graph or getattr(gi, "shape", None) != m.shape or (
@@ -370,7 +369,8 @@ def _pass(
             else:
                 _acc_leaf(leaf_grads, leaves, parent, gi, add)
         if not retain_graph:  # (_free, inlined)
-            node.saved = None
+            if prim.saves:
+                node.saved = None
             node.ans = None
             node.checks = None
             node.fw = None
@@ -425,7 +425,7 @@ def _fail_rule(node: Node, g: Any, err: Exception) -> None:
     """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
     from .._dispatch import check_known_shapes
 
-    shapes = [m.shape for m in node.meta if m is not None]
+    shapes = [m.shape for m in node.saved or () if hasattr(m, "shape")]
     shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
     check_known_shapes(node.prim.name, shapes, err, backward=True)
     try:
@@ -478,16 +478,24 @@ def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
 
 
 def _free(node: Node) -> None:
-    node.saved = None
+    if node.prim.saves:  # (else saved holds only shapes: a later pass may still read them)
+        node.saved = None
     node.ans = None
     node.checks = None
     node.fw = None
     node.freed = True
 
 
+def _stale(ch: tuple[Any, ...]) -> bool:
+    """Whether any version box of a flat checks tuple moved since it was recorded."""
+    return any(ch[k][0] != ch[k + 1] for k in range(1, len(ch), 3))
+
+
 def _check_versions(node: Node) -> None:
     """Raise if a value saved for backward was modified in place since it was recorded."""
-    for pos, box, ver in node.checks or ():
+    ch = node.checks or ()
+    for k in range(0, len(ch), 3):
+        pos, box, ver = ch[k], ch[k + 1], ch[k + 2]
         if box[0] != ver:
             what = "its output" if pos < 0 else f"argument {pos}"
             msg = (
@@ -501,7 +509,7 @@ def _check_versions(node: Node) -> None:
 def _saved_inputs(node: Node, create_graph: bool) -> tuple[Sequence[Any], Any]:
     """The saved arguments and output, checked against in-place changes."""
     _check_versions(node)
-    saved = node.saved if node.saved is not None else node.meta
+    saved = node.saved or ()
     ans = node.ans
     if not create_graph:
         return saved, ans

@@ -767,7 +767,9 @@ def _xent_vjp(xp: Any, g: Any, ans: Any, x: Any, q: Any, qsum: Any, den: Any = N
         if reduction == "none":
             gl = xp.expand_dims(gl, axis=axis)
         elif reduction == "mean":
-            gl = gl / den
+            # every position ignored: den is 0 and so is every row of p * qsum - q; the
+            # gradient is then 0 (as PyTorch's), not 0 * inf
+            gl = gl / xp.where(den == 0, xp.ones_like(den), den)
         out = (p * qsum - q) * gl
     if glogp is not None:  # reached only through this rule's own use of logp (higher order)
         d = glogp - p * xp.sum(glogp, axis=axis, keepdims=True)

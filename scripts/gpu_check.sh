@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run xpgrad's GPU checks on a Linux machine with an NVIDIA GPU and a CUDA 12 driver:
 #   1. a fresh virtual environment with xpgrad[cupy,test,demo] and a CUDA build of torch;
-#   2. the test suite with the CuPy backend (XPGRAD_BACKENDS=cupy);
+#   2. the test suite with the CuPy backend and torch on CUDA (XPGRAD_BACKENDS=cupy,torch_cuda);
 #   3. scripts/gpu_smoke.py: gradients on CuPy and on torch-CUDA against NumPy, the
 #      policy's device selection (GPU 0 and 1 where there are two), Module.to(device=...)
 #      on torch, and the demo trained on CuPy.
@@ -45,8 +45,8 @@ if n < 1 or not torch.cuda.is_available():
 EOF
 
 status=0
-echo "== test suite on cupy"
-XPGRAD_BACKENDS=cupy "$PY" -m pytest tests -q -p no:cacheprovider ${PYTEST_ARGS:-} || status=1
+echo "== test suite on cupy and on torch-CUDA"
+XPGRAD_BACKENDS=cupy,torch_cuda "$PY" -m pytest tests -q -p no:cacheprovider ${PYTEST_ARGS:-} || status=1
 
 echo "== smoke checks: cupy, torch-cuda, demo"
 "$PY" scripts/gpu_smoke.py || status=1

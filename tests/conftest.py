@@ -55,6 +55,8 @@ class Backend:
 
     name: str
     xp: Any
+    #: where the test arrays live, when not the library's default (torch_cuda: "cuda")
+    device: Any = None
 
     def asarray(self, a: Any) -> Any:
         """A backend array from a NumPy array (same dtype)."""
@@ -66,7 +68,7 @@ class Backend:
         if self.name == "torch":
             import torch
 
-            return torch.asarray(a.copy())
+            return torch.asarray(a.copy(), device=self.device)
         if self.name == "cupy":
             return self.xp.asarray(a)
         return self.xp.asarray(a.copy())
@@ -90,6 +92,9 @@ _MODULES = {
     "jax": "jax.numpy",
     "dask": "array_api_compat.dask.array",
     "cupy": "array_api_compat.cupy",
+    # torch on the GPU: the tests see it as torch (same library, same known limitations),
+    # with every test array created on CUDA device 0
+    "torch_cuda": "array_api_compat.torch",
 }
 
 
@@ -109,6 +114,14 @@ def _load(name: str) -> Backend:
                 pytest.skip("cupy: no CUDA GPU on this machine")
         except Exception as e:  # noqa: BLE001 - any failure to reach a GPU is a skip reason
             pytest.skip(f"cupy: not usable here ({type(e).__name__}: {e})")
+    if name == "torch_cuda":
+        try:
+            import torch
+        except ImportError as e:
+            pytest.skip(f"torch_cuda: torch is not installed ({e}); install xpgrad[torch] with a CUDA build")
+        if not torch.cuda.is_available():
+            pytest.skip("torch_cuda: no CUDA device here (torch.cuda.is_available() is False)")
+        return Backend("torch", importlib.import_module(_MODULES[name]), device="cuda")
     try:
         xp = importlib.import_module(_MODULES[name])
     except ImportError as e:

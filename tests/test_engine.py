@@ -401,3 +401,20 @@ def test_integer_outputs_of_multi_output_primitives_are_constants() -> None:
     (g,) = xg.autograd.grad(xg.sum(xg.sort(y) ** 3), y, create_graph=True)
     (h,) = xg.autograd.grad(xg.sum(g), y)
     np.testing.assert_allclose(h.data, 6 * np.asarray([3.0, 1.0, 2.0]))
+
+
+def test_leaf_grads_are_own_writable_buffers() -> None:
+    """As in PyTorch, .grad can be modified in place (gradient clipping does): a gradient the
+    pass did not allocate for one leaf alone (add's shared g, sum's broadcast view) is copied."""
+    a = xg.asarray([1.0, 2.0], requires_grad=True)
+    b = xg.asarray([3.0, 4.0], requires_grad=True)
+    (a + b).sum().backward()
+    assert not np.shares_memory(a.grad.data, b.grad.data)
+    a.grad *= 2.0
+    np.testing.assert_array_equal(a.grad.data, [2.0, 2.0])
+    np.testing.assert_array_equal(b.grad.data, [1.0, 1.0])
+    c = xg.asarray([5.0], requires_grad=True)
+    xg.sum(c * a).backward(inputs=[c])  # the gradient is a's data itself: c gets a copy
+    assert not np.shares_memory(c.grad.data, a.data)
+    c.grad += 1.0
+    np.testing.assert_array_equal(a.data, [1.0, 2.0])

@@ -34,7 +34,7 @@ from .._exceptions import (
 )
 from . import _anomaly
 from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, fit_dtype
-from ._grad_mode import enable_grad, no_grad
+from ._grad_mode import GRAD_ENABLED
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
@@ -138,29 +138,38 @@ def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
     checked. ``real_only``: a complex output needs an explicit ``gradient`` (PyTorch's rule:
     the gradient of which real function of it is meant is otherwise ambiguous)."""
     if gradient is None:
-        shape = tuple(t.data.shape)
-        if math.prod(shape) != 1:
+        data = t.data
+        shape = tuple(data.shape)
+        if shape and math.prod(shape) != 1:
             msg = (
                 f"{func}: the output has shape {shape}; backward without gradient= works only "
                 "for one-element outputs, so pass gradient= (the upstream gradient) explicitly"
             )
             raise XpgradValueError(msg)
-        data = t.data
-        if real_only:
-            from ..ops._common import is_complex
+        if real_only and _complex(data):
+            from .._dtypes import dtype_name
 
-            if is_complex(data):
-                from .._dtypes import dtype_name
-
-                msg = (
-                    f"{func}: the output is complex ({dtype_name(data.dtype)}); a gradient is implicitly "
-                    "created only for real outputs: differentiate xg.real(...) or xg.abs(...) of it, "
-                    "or pass gradient= explicitly"
-                )
-                raise XpgradTypeError(msg)
+            msg = (
+                f"{func}: the output is complex ({dtype_name(data.dtype)}); a gradient is implicitly "
+                "created only for real outputs: differentiate xg.real(...) or xg.abs(...) of it, "
+                "or pass gradient= explicitly"
+            )
+            raise XpgradTypeError(msg)
         xp = _CACHE.get((type(data),)) or backend_namespace(data)
         return xp.ones_like(data)  # (the output's dtype and device)
     return _as_backend(gradient, t, func)
+
+
+def _complex(data: Any) -> bool:
+    global _is_complex
+    if _is_complex is None:  # (ops._common imports this package: bound on first use)
+        from ..ops._common import is_complex
+
+        _is_complex = is_complex
+    return bool(_is_complex(data))
+
+
+_is_complex: Any = None
 
 
 def _run(
@@ -171,12 +180,17 @@ def _run(
     create_graph: bool,
     targets: Sequence[Tensor] | None,
     func: str,
+    accumulate: bool = False,
 ) -> list[Any] | None:
-    """The engine. Accumulates into leaves (targets None) or returns target grads."""
+    """The engine, in grad mode ``create_graph`` (recorded only for higher order).
+    Accumulates into leaves (targets None), into the targets' ``.grad`` (``accumulate``),
+    or returns target grads."""
+    token = GRAD_ENABLED.set(create_graph)
     try:
         return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
-                     func=func)
+                     func=func, accumulate=accumulate)
     finally:
+        GRAD_ENABLED.reset(token)
         slot = GRAD_SLOT.s
         slot[0] = slot[1] = None
 
@@ -189,6 +203,7 @@ def _pass(
     create_graph: bool,
     targets: Sequence[Tensor] | None,
     func: str,
+    accumulate: bool = False,
 ) -> list[Any] | None:
     """One backward pass (see :func:`_run`).
 
@@ -203,8 +218,6 @@ def _pass(
     id never outlives its array. Not at all under ``create_graph`` (Tensors) or
     anomaly detection (which compares the gradient before and after the rule).
     """
-    import xpgrad
-
     gbuf: dict[Node, Any] = {}
     leaf_grads: dict[int, Any] = {}
     leaves: dict[int, Tensor] = {}
@@ -299,6 +312,8 @@ def _pass(
             )
             raise GraphFreedError(msg)
         if create_graph:
+            import xpgrad
+
             args, ans = _saved_inputs(node, True)
             xp = xpgrad
         else:
@@ -380,14 +395,39 @@ def _pass(
         for k, t in enumerate(targets):
             if t._node is None and id(t) in leaf_grads:
                 results[k] = leaf_grads[id(t)]
+        if accumulate:  # backward(inputs=...): into each input's .grad
+            for t, g in zip(targets, results):
+                if g is not None:
+                    _give(t, g, id(g) in owned, create_graph)
+            return None
         return results
     for key, g in leaf_grads.items():
         leaf = leaves[key]
+        fresh = id(g) in owned
         if leaf._hooks:
             g = _apply_hooks(leaf._hooks, g, create_graph)
-        gt = g if create_graph else _wrap(g)
-        leaf.grad = gt if leaf.grad is None else leaf.grad + gt
+            fresh = False
+        _give(leaf, g, fresh, create_graph)
     return None
+
+
+def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:
+    """Accumulate the gradient ``g`` into ``leaf.grad``.
+
+    A leaf gets a buffer of its own, which it may modify in place (``p.grad *= s``, as in
+    PyTorch): a first gradient that the pass did not allocate for this leaf alone (a
+    broadcast view, a saved value, one array shared by the two arguments of ``add``) is
+    copied. ``fresh``: ``g`` is such an allocation (in the pass's ``owned`` set).
+    """
+    if create_graph:
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+    elif leaf.grad is None:
+        if not fresh:
+            xp = _CACHE.get((type(g),)) or backend_namespace(g)
+            g = xp.asarray(g, copy=True)
+        leaf.grad = _wrap(g)
+    else:
+        leaf.grad = leaf.grad + _wrap(g)
 
 
 def _one_parent(parents: Sequence[Any]) -> bool:
@@ -578,23 +618,15 @@ def backward(
     if retain_graph is None:
         retain_graph = create_graph
     if inputs is not None:
-        inputs = list(inputs)
-        res = _engine_call(tensors, seeds, retain_graph, create_graph, inputs, func)
-        for t, g in zip(inputs, res):
-            if g is None:
-                continue
-            gt = g if create_graph else _wrap(g)
-            t.grad = gt if t.grad is None else t.grad + gt
+        _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=list(inputs),
+             func=func, accumulate=True)
         return
     _engine_call(tensors, seeds, retain_graph, create_graph, None, func)
 
 
 def _engine_call(tensors: list[Tensor], seeds: list[Any], retain_graph: bool, create_graph: bool,
                  targets: list[Tensor] | None, func: str) -> Any:
-    ctx = enable_grad() if create_graph else no_grad()
-    with ctx:
-        return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph,
-                    targets=targets, func=func)
+    return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=targets, func=func)
 
 
 def grad(

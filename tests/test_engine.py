@@ -7,6 +7,7 @@ import gc
 import sys
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 import pytest
@@ -418,3 +419,77 @@ def test_leaf_grads_are_own_writable_buffers() -> None:
     assert not np.shares_memory(c.grad.data, a.data)
     c.grad += 1.0
     np.testing.assert_array_equal(a.data, [1.0, 2.0])
+
+
+def test_unit_seed_skips_the_multiply_by_ones() -> None:
+    """The implicit seed of a one-element output holds only ones, and so does sum's broadcast
+    of it: g * d is then d itself, with no pass over the data. The values passed through are
+    borrowed (saved inputs, constants): they reach the caller as copies and are never changed."""
+    import tracemalloc
+
+    n = 1 << 20
+    x = leaf(np.random.default_rng(0).standard_normal(n))
+    w = xg.asarray(np.random.default_rng(1).standard_normal(n))
+
+    def run() -> Tensor:
+        return xg.autograd.grad(xg.sum(x * w), [x])[0]
+
+    run()
+    tracemalloc.start()
+    try:
+        g = run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.1 * x.data.nbytes, peak / x.data.nbytes  # one array at a time
+    np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert not np.shares_memory(g.data, w.data)
+    g.data[:] = 0.0  # the caller's copy: w is untouched
+    assert np.all(w.numpy() != 0.0)
+    # an explicit gradient of ones is not a unit (it is the caller's array): same values
+    (g2,) = xg.autograd.grad(xg.sum(x * w), [x], grad_outputs=xg.asarray(1.0))
+    np.testing.assert_array_equal(g2.numpy(), w.numpy())
+    # backward() into .grad: a buffer of x's own
+    xg.sum(x * w).backward()
+    assert not np.shares_memory(x.grad.data, w.data)
+    x.grad *= 2.0
+    np.testing.assert_array_equal(x.grad.numpy(), 2 * w.numpy())
+
+
+def test_unit_seed_with_broadcasting_and_two_uses() -> None:
+    a = leaf(np.ones((3, 1)))
+    b = leaf(np.arange(4.0))
+    (ga, gb) = xg.autograd.grad(xg.sum(a * b + b * b), [a, b])
+    np.testing.assert_allclose(ga.numpy(), np.full((3, 1), 6.0))
+    np.testing.assert_allclose(gb.numpy(), 3.0 + 3 * 2 * np.arange(4.0))
+    c = leaf([1.0, 2.0])
+    (gc,) = xg.autograd.grad(xg.sum(c * c), [c])  # both rules return c's data: summed, not aliased
+    np.testing.assert_allclose(gc.numpy(), [2.0, 4.0])
+    assert not np.shares_memory(gc.data, c.data)
+
+
+class _CountingArray(np.ndarray):
+    """An ndarray that counts the multiplies it takes part in."""
+
+    multiplies = 0
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if ufunc is np.multiply:
+            type(self).multiplies += 1
+        inputs = tuple(np.asarray(i) if isinstance(i, _CountingArray) else i for i in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(np.asarray(o) if isinstance(o, _CountingArray) else o for o in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def test_unit_seed_multiplies_once() -> None:
+    """sum(x * w): the forward's multiply and no other (the gradient w.r.t. x is w itself)."""
+    x = leaf(np.arange(1.0, 5.0).view(_CountingArray))
+    w = xg.asarray(np.full(4, 3.0).view(_CountingArray))
+    _CountingArray.multiplies = 0
+    (g,) = xg.autograd.grad(xg.sum(x * w), [x])
+    assert _CountingArray.multiplies == 1
+    np.testing.assert_array_equal(np.asarray(g.data), [3.0, 3.0, 3.0, 3.0])
+    _CountingArray.multiplies = 0
+    (g,) = xg.autograd.grad(xg.sum(x * w), [x], grad_outputs=xg.asarray(1.0))  # explicit: multiplied
+    assert _CountingArray.multiplies == 2

@@ -92,14 +92,22 @@ def declare(name: str, reason: str) -> None:
     DECLARED[name] = reason
 _NOKW: dict[str, Any] = {}
 
-#: the backward engine's in-place hand-off, read by ``ops._common.scale``. [0]: the upstream
-#: gradient donated to the one rule now running (a fresh buffer that the engine owns and
-#: no one reads afterwards), else None. [1]: ``WANT_FRESH`` while the engine runs a rule,
-#: replaced by the helper with the fresh array it returns. Outside the engine both are None.
-#: Per thread (``GRAD_SLOT.s``): two threads running backward never see each other's buffers.
+#: the backward engine's hand-off to the rule helpers of ``ops._common`` (``scale``,
+#: ``fresh``, ``unit_from``). [0]: the upstream gradient donated to the one rule now running
+#: (a fresh buffer that the engine owns and no one reads afterwards), else None. [1]:
+#: ``WANT_FRESH`` while the engine runs a rule, replaced by the helper with the fresh array
+#: it returns. [2]: the *unit* gradients of this pass, id -> array (arrays known to hold
+#: only ones: the implicit seed of a one-element output and what ``sum``'s rule broadcasts
+#: from it), or None. [3]: the *borrowed* gradients, id -> array (values ``scale`` returned
+#: as they are, because ``g`` was a unit: a saved input, say), which the engine copies
+#: before handing them out. The dicts hold their arrays, so no id is reused while they
+#: live. Outside the engine all four are None. ``seeds``: the unit seeds made by the
+#: engine's ``_seed`` for the next pass. Per thread: two threads running backward never
+#: see each other's buffers.
 class _GradSlot(threading.local):
     def __init__(self) -> None:
-        self.s: list[Any] = [None, None]
+        self.s: list[Any] = [None, None, None, None]
+        self.seeds: list[Any] = []
 
 
 GRAD_SLOT = _GradSlot()

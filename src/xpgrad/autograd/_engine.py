@@ -156,7 +156,9 @@ def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
             )
             raise XpgradTypeError(msg)
         xp = _CACHE.get((type(data),)) or backend_namespace(data)
-        return xp.ones_like(data)  # (the output's dtype and device)
+        one = xp.ones_like(data)  # (the output's dtype and device)
+        GRAD_SLOT.seeds.append(one)  # a unit: the pass may multiply by it for free
+        return one
     return _as_backend(gradient, t, func)
 
 
@@ -192,7 +194,8 @@ def _run(
     finally:
         GRAD_ENABLED.reset(token)
         slot = GRAD_SLOT.s
-        slot[0] = slot[1] = None
+        slot[0] = slot[1] = slot[2] = slot[3] = None
+        GRAD_SLOT.seeds = []
 
 
 def _pass(
@@ -218,6 +221,8 @@ def _pass(
     id never outlives its array. Not at all under ``create_graph`` (Tensors) or
     anomaly detection (which compares the gradient before and after the rule).
     """
+    seeds = GRAD_SLOT.seeds  # the ones made by _seed for this pass (see _core.GRAD_SLOT)
+    GRAD_SLOT.seeds = []
     gbuf: dict[Node, Any] = {}
     leaf_grads: dict[int, Any] = {}
     leaves: dict[int, Tensor] = {}
@@ -263,6 +268,12 @@ def _pass(
     # two gradients of one argument: summed in place into an owned buffer when tracking
     add = functools.partial(_accum, owned) if track else operator.add
     gslot = GRAD_SLOT.s
+    borrowed: dict[int, Any] = {}
+    if track and seeds:
+        units = {id(g): g for g in grads if any(g is u for u in seeds)}
+        if units:
+            gslot[2] = units
+            gslot[3] = borrowed
     pop = gbuf.pop
 
     for node in order:
@@ -391,10 +402,16 @@ def _pass(
             node.fw = None
             node.freed = True
 
+    gslot[2] = gslot[3] = None
     if targets is not None:
         for k, t in enumerate(targets):
             if t._node is None and id(t) in leaf_grads:
                 results[k] = leaf_grads[id(t)]
+        if borrowed:  # a value scale() passed through (a saved input): the caller gets a copy
+            for k, r in enumerate(results):
+                if r is not None and borrowed.get(id(r)) is r:
+                    xp = _CACHE.get((type(r),)) or backend_namespace(r)
+                    results[k] = xp.asarray(r, copy=True)
         if accumulate:  # backward(inputs=...): into each input's .grad
             for t, g in zip(targets, results):
                 if g is not None:
@@ -653,9 +670,12 @@ def grad(
     func = "grad"
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) or grad_outputs is None or hasattr(grad_outputs, "shape") else list(grad_outputs)
     if grad_outputs is None:
-        gos = [None] * len(outs)
+        gos: list[Any] = [None] * len(outs)
+    elif isinstance(grad_outputs, Tensor) or hasattr(grad_outputs, "shape"):
+        gos = [grad_outputs]
+    else:
+        gos = list(grad_outputs)
     for t in ins:
         if not isinstance(t, Tensor) or not t._requires_grad:
             msg = f"{func}: every input must be a Tensor that requires grad, got {t!r}"
@@ -672,9 +692,11 @@ def grad(
         seeds.append(_seed(t, g, func, real_only=True))
     if retain_graph is None:
         retain_graph = create_graph
-    res: list[Any] = [None] * len(ins)
-    if live_outs:
-        res = _engine_call(live_outs, seeds, retain_graph, create_graph, ins, func)
+    if not live_outs:
+        res: list[Any] = [None] * len(ins)
+    else:
+        res = _run(live_outs, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=ins,
+                   func=func)  # type: ignore[assignment]  # (a list: targets given)
     out = []
     for t, g in zip(ins, res):
         if g is None:
@@ -682,10 +704,9 @@ def grad(
                 msg = f"{func}: one of the inputs was not used to compute the outputs (allow_unused=False)"
                 raise XpgradRuntimeError(msg)
             xp = backend_namespace(t.data)
-            g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
-            out.append(_wrap(g))
+            out.append(_wrap(xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)))
+        elif create_graph or isinstance(g, Tensor):
+            out.append(g)
         else:
-            out.append(g if isinstance(g, Tensor) else _wrap(g))
-    if not create_graph:
-        return tuple(out)
+            out.append(_wrap(g))
     return tuple(out)

@@ -11,7 +11,8 @@ from ..autograd._tensor import Tensor
 __all__ = [
     "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
     "is_xpgrad",
-    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "zeros_like_shape",
+    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "unit_from",
+    "zeros_like_shape",
 ]
 
 NOKW: dict[str, Any] = {}
@@ -76,6 +77,11 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
     makes a new array, which is as right.
     """
     s = GRAD_SLOT.s
+    units = s[2]
+    if units and units.get(id(g)) is g and getattr(d, "shape", None) == g.shape:
+        # g holds only ones and d has its shape: g * d is d (its dtype the engine fits)
+        s[3][id(d)] = d  # borrowed (a saved input, say): copied before it is handed out
+        return d
     if g is s[0] and getattr(d, "dtype", None) is g.dtype and d.shape == g.shape:
         s[0] = None
         g *= d
@@ -86,6 +92,18 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
             return r
     if s[1] is WANT_FRESH:
         s[1] = r
+    return r
+
+
+def unit_from(g: Any, r: Any) -> Any:
+    """Return ``r``, a broadcast or reshape of ``g``; if ``g`` holds only ones (the implicit
+    seed of ``backward()``), tell the engine that ``r`` does too, so that :func:`scale`
+    can return ``d`` for ``g * d`` without a pass over the data (``sum(f(x) * x)``).
+    First order only; elsewhere it is ``r``.
+    """
+    units = GRAD_SLOT.s[2]
+    if units and units.get(id(g)) is g:
+        units[id(r)] = r
     return r
 
 

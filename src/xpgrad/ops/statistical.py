@@ -14,7 +14,7 @@ from typing import Any
 from .._dtypes import to_backend
 from .._exceptions import XpgradValueError
 from . import elementwise as _ew
-from ._common import Array, apply, composite, conj, is_xpgrad, linear_jvp, primitive, reduction_jvp
+from ._common import Array, apply, composite, conj, is_xpgrad, linear_jvp, primitive, reduction_jvp, unit_from
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
@@ -54,9 +54,10 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
              keepdims: bool = False) -> Any:
     # broadcast here (a view), so the engine finds the argument's shape and has nothing to fit
     shape = tuple(x.shape)
+    r = g
     if axis is not None or keepdims:
-        g = _expand_reduced(xp, g, shape, axis, keepdims)
-    return xp.broadcast_to(g, shape)
+        r = _expand_reduced(xp, g, shape, axis, keepdims)
+    return unit_from(g, xp.broadcast_to(r, shape))  # (ones when g is: see _common.scale)
 
 
 _sum = primitive("sum", _sum_fwd, save=(), chapter=_C)

@@ -200,6 +200,26 @@ _UNKNOWN = {
 }
 
 
+@pytest.mark.parametrize("reduce", ["mean", "sum", "mean_axis0", "sum_keepdims"])
+def test_reduction_cotangent_is_chunked_like_the_data(reduce: str, computes: Computes) -> None:
+    """The backward of a reduction broadcasts its cotangent with the argument's chunks, so
+    the rules after it stream chunk by chunk (one chunk of all rows made Dask hold every
+    chunk of the data at once: 8 bytes per row at its peak)."""
+    x = da.from_array(np.arange(24.0).reshape(12, 2), chunks=(3, 2))
+    w = xg.asarray(da.from_array(np.asarray([0.5, -0.25]), chunks=2), requires_grad=True)
+    seen: list[Any] = []
+    y = xg.asarray(x) * w
+    y.register_hook(lambda g: seen.append(g.data))
+    r = {"mean": lambda: xg.mean(y), "sum": lambda: xg.sum(y),
+         "mean_axis0": lambda: xg.sum(xg.mean(y, axis=0)),
+         "sum_keepdims": lambda: xg.sum(xg.sum(y, axis=1, keepdims=True))}[reduce]()
+    (g,) = xg.autograd.grad(r, [w])
+    computes.assert_none("grad")
+    assert seen[0].chunks == x.chunks  # four chunks of three rows, not one of twelve
+    scale = 1 / 24 if reduce == "mean" else 1 / 12 if reduce == "mean_axis0" else 1.0
+    np.testing.assert_allclose(g.data.compute(), np.arange(24.0).reshape(12, 2).sum(axis=0) * scale)
+
+
 @pytest.mark.parametrize("case", list(_UNKNOWN))
 def test_data_dependent_shape_is_a_clear_error(case: str, computes: Computes) -> None:
     x = da.from_array(np.arange(-3.0, 5.0), chunks=4)

@@ -95,20 +95,15 @@ def dataset(n: int, d: int, chunk: int, seed: int = 0) -> tuple[Any, Any]:
 def loss(w: Any, x: Any, y: Any) -> Any:
     """The mean logistic loss, log(1 + exp(z)) - y z with z = x w.
 
-    The mean is a dot product with a vector of 1/n, chunked like the data. The
-    backward pass of ``xp.mean`` (or ``xp.sum``) would broadcast the scalar
-    cotangent to ``n`` rows, which Dask holds as ONE chunk; splitting it to the
-    data's chunks makes a copy per chunk, all early, all kept until used: ``n``
-    float64 in memory (xpgrad issue, reported). ``vecdot``'s cotangent is the
-    weight vector times a scalar: computed chunk by chunk.
+    The backward pass of the mean broadcasts its scalar cotangent back to ``n`` rows,
+    chunked like the data (xpgrad passes the argument's chunks to Dask's
+    ``broadcast_to``), so it streams chunk by chunk like the forward pass.
     """
     import xpgrad as xg
 
     xp = xg.array_namespace(w, x, y)
     z = x @ w
-    per_row = xp.logaddexp(0.0, z) - y * z
-    weights = xp.full_like(per_row, 1.0 / per_row.shape[0])
-    return xp.vecdot(weights, per_row)
+    return xp.mean(xp.logaddexp(0.0, z) - y * z)
 
 
 def fit(x: Any, y: Any, gtol: float) -> tuple[Any, Any, int]:

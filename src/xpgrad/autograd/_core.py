@@ -256,13 +256,16 @@ def primitive(name: str, fwd: Callable[..., Any], **opts: Any) -> Primitive:
 
 
 class ArgMeta:
-    """What a rule sees of an argument whose data was not saved: shape and dtype."""
+    """What a rule sees of an argument whose data was not saved: shape and dtype, and for
+    a chunked (Dask) array its chunks, so that a gradient broadcast to its shape streams
+    chunk by chunk (``ops._common.broadcast_like``)."""
 
-    __slots__ = ("dtype", "shape")
+    __slots__ = ("chunks", "dtype", "shape")
 
-    def __init__(self, shape: Any, dtype: Any) -> None:
+    def __init__(self, shape: Any, dtype: Any, chunks: Any = None) -> None:
         self.shape = shape
         self.dtype = dtype
+        self.chunks = chunks
 
     @property
     def ndim(self) -> int:
@@ -530,8 +533,18 @@ _Z2 = (0, 0)
 _METAS: dict[tuple[Any, int], ArgMeta] = {}
 
 
+#: array type -> whether its arrays are chunked (Dask's: they have ``chunks`` and ``rechunk``)
+_CHUNKED: dict[type, bool] = {}
+
+
 def _meta(d: Any) -> ArgMeta:
-    """The ArgMeta (shape and dtype) of array ``d``."""
+    """The ArgMeta (shape and dtype; chunks for a chunked array) of array ``d``."""
+    t = type(d)
+    chunked = _CHUNKED.get(t)
+    if chunked is None:
+        chunked = _CHUNKED[t] = hasattr(d, "chunks") and hasattr(d, "rechunk")
+    if chunked:  # (not shared: two arrays of one shape may be chunked differently)
+        return ArgMeta(d.shape, d.dtype, d.chunks)
     dt = d.dtype
     key = (d.shape, id(dt))  # (the entry holds the dtype: its id cannot be reused meanwhile)
     m = _METAS.get(key)
@@ -541,6 +554,7 @@ def _meta(d: Any) -> ArgMeta:
         m = _new(ArgMeta)
         m.shape = key[0]
         m.dtype = dt
+        m.chunks = None
         _METAS[key] = m
     return m
 

@@ -9,7 +9,8 @@ from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, apply1, apply2, compo
 from ..autograd._tensor import Tensor
 
 __all__ = [
-    "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
+    "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "broadcast_like",
+    "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
     "is_xpgrad",
     "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "unit_from",
     "zeros_like_shape",
@@ -93,6 +94,21 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
     if s[1] is WANT_FRESH:
         s[1] = r
     return r
+
+
+def broadcast_like(xp: Any, g: Any, like: Any) -> Any:
+    """``xp.broadcast_to(g, like.shape)``; chunked like ``like`` when it is a chunked (Dask)
+    array or its ArgMeta, so that what the rules compute from it streams chunk by chunk
+    (a broadcast to one chunk of all rows makes Dask hold every chunk of the data at once)."""
+    chunks = getattr(like, "chunks", None)
+    gchunks = getattr(g, "chunks", None)
+    if chunks is not None and gchunks is not None and not is_xpgrad(xp):
+        # Dask keeps the chunks of the dimensions g has (size > 1); the new and the size-1
+        # dimensions take like's
+        lead = len(chunks) - len(gchunks)
+        chunks = tuple(c if i < lead or g.shape[i - lead] == 1 else gchunks[i - lead] for i, c in enumerate(chunks))
+        return xp.broadcast_to(g, tuple(like.shape), chunks=chunks)
+    return xp.broadcast_to(g, tuple(like.shape))
 
 
 def unit_from(g: Any, r: Any) -> Any:

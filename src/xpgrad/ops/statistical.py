@@ -14,7 +14,18 @@ from typing import Any
 from .._dtypes import to_backend
 from .._exceptions import XpgradValueError
 from . import elementwise as _ew
-from ._common import Array, apply, composite, conj, is_xpgrad, linear_jvp, primitive, reduction_jvp, unit_from
+from ._common import (
+    Array,
+    apply,
+    broadcast_like,
+    composite,
+    conj,
+    is_xpgrad,
+    linear_jvp,
+    primitive,
+    reduction_jvp,
+    unit_from,
+)
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
@@ -53,11 +64,10 @@ def _sum_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: 
 def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
              keepdims: bool = False) -> Any:
     # broadcast here (a view), so the engine finds the argument's shape and has nothing to fit
-    shape = tuple(x.shape)
     r = g
     if axis is not None or keepdims:
-        r = _expand_reduced(xp, g, shape, axis, keepdims)
-    return unit_from(g, xp.broadcast_to(r, shape))  # (ones when g is: see _common.scale)
+        r = _expand_reduced(xp, g, tuple(x.shape), axis, keepdims)
+    return unit_from(g, broadcast_like(xp, r, x))  # (ones when g is: see _common.scale)
 
 
 _sum = primitive("sum", _sum_fwd, save=(), chapter=_C)
@@ -67,7 +77,9 @@ _sum.defjvp(linear_jvp(_sum))
 
 def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
     shape = tuple(x.shape)
-    return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
+    # divide the reduced gradient, then broadcast (a view; chunked like x on Dask)
+    r = _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
+    return broadcast_like(xp, r, x)
 
 
 _mean = primitive("mean", lambda xp, x, **kw: xp.mean(x, **kw), save=(), chapter=_C)

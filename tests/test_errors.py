@@ -638,8 +638,6 @@ _DEVICE_CALLS: dict[str, Callable[[Any, Any], Any]] = {
 @pytest.mark.parametrize("func", list(_DEVICE_CALLS))
 @pytest.mark.parametrize("device", ["gpu", "tpu:0", "devicex", "cuda:x", "cuda:7", ""])
 def test_case14_unknown_device_string(backend: Backend, func: str, device: str) -> None:
-    if backend.name in ("jax", "dask", "cupy") and func in ("to",):
-        pytest.skip(f"{backend.name}: nn.Module.to(xp=...) is covered on numpy/strict/torch")
     with xg.default_device(backend.xp):
         _expect_clean_error(lambda: _DEVICE_CALLS[func](backend.xp, device), xg.UnknownNameError, f"{func}:",
                             repr(device), then=lambda: _DEVICE_CALLS[func](backend.xp, "cpu" if func == "to_device" else None))

@@ -315,7 +315,8 @@ def _pass(
                 _free(node)
             continue
         prim = node.prim
-        if node.freed and prim.saves:
+        saved: Any = node.saved  # the raw arguments (or their ArgMeta): what the rules read
+        if saved is None:  # (freed, and its rules read saved data: a node that reads only shapes keeps them)
             msg = (
                 f"backward: trying to go through the graph of {prim.name} a second time, but its "
                 "saved values were freed after the first backward; pass retain_graph=True to the "
@@ -331,10 +332,9 @@ def _pass(
             ch = node.checks
             if ch and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
                 _check_versions(node)  # raises, naming the value
-            args = node.saved  # type: ignore[assignment]  # (not None: checked above)
+            args = saved
             ans = node.ans
             xp = node.xp
-        saved: Any = node.saved  # the raw arguments (or their ArgMeta): the shapes to fit to
         kw = node.kw
         nargs = len(args)
         vjps = prim.vjps

@@ -157,6 +157,7 @@ class Primitive:
         "nondiff",
         "save",
         "save0",
+        "save1",
         "save_ans",
         "saves",
         "view",
@@ -192,8 +193,9 @@ class Primitive:
         self.chapter = chapter
         #: one output, not a view, output dtype kept: the specialised apply1/apply2 paths
         self.fast = not (multi or view or check_dtype)
-        #: argument 0 is saved for the rules (the one-argument fast path reads this)
+        #: arguments 0 and 1 are saved for the rules (read by the fast paths' recording)
         self.save0 = save is None or 0 in save
+        self.save1 = save is None or 1 in save
         #: the rules read saved data (so a freed node cannot be gone through again)
         self.saves = save is None or bool(save) or save_ans
         self.vjps: tuple[Rule | None, ...] = ()
@@ -308,7 +310,7 @@ class Node:
     saved: Sequence[Any] | None
     arrays: int  # bit i set: argument i is an array (for viz.to_dot, after backward freed ``saved``)
     # flat (position, version box, version at record, ...); position -1 - j: output j
-    checks: tuple[Any, ...] | None  # (position, version box, version at record)
+    checks: tuple[Any, ...] | None
     ans: Any
     n_out: int
     freed: bool
@@ -414,8 +416,9 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 # The two specialisations below are :func:`apply` and :func:`_record` for one and two
 # arguments of a ``fast`` primitive (one output, not a view, dtype known to be kept):
-# most ops of a training step. They build the same Node as ``_record``, without the
-# per-argument loop, the lists and the ``*args`` calls (about half the cost per op).
+# most ops of a training step. They build the same Node as ``_record`` (through
+# ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and the
+# ``*args`` calls (about half the cost per op).
 def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
     """:func:`apply` for one argument."""
     if not prim.fast:
@@ -436,15 +439,7 @@ def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
     if rg and not prim.const and GRAD_ENABLED.get():
         res = _record1(prim, xp, a, d, kw, out)
     else:
-        res = _new(Tensor)  # (_wrap, inlined)
-        res.data = out
-        res._node = None
-        res._oidx = 0
-        res._requires_grad = False
-        res.grad = None
-        res._version = [0]
-        res._hooks = None
-        res._fw = None
+        res = _wrap(out)
     if _anomaly.depth and _anomaly.ANOMALY.get():
         _anomaly.check_forward(prim.name, xp, [d], out, False)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
@@ -478,15 +473,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     if rg and not prim.const and GRAD_ENABLED.get():
         res = _record2(prim, xp, a, b, da, db, kw, out)
     else:
-        res = _new(Tensor)  # (_wrap, inlined)
-        res.data = out
-        res._node = None
-        res._oidx = 0
-        res._requires_grad = False
-        res.grad = None
-        res._version = [0]
-        res._hooks = None
-        res._fw = None
+        res = _wrap(out)
     if _anomaly.depth and _anomaly.ANOMALY.get():
         _anomaly.check_forward(prim.name, xp, [da, db], out, False)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
@@ -563,30 +550,14 @@ def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any]
     """:func:`_record` for one argument, a Tensor that requires grad, of a ``fast`` primitive."""
     if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
         raise _no_rule(prim, 0)
-    node = _new(Node)  # (_new_node, inlined)
-    node.hooks = None
-    node.freed = False
-    node.fw = None
-    node.seq = next(_seq)
-    node.prim = prim
-    node.xp = xp
-    node.kw = kw
-    if _anomaly.depth and _anomaly.ANOMALY.get() is not None:
-        node.stack = _anomaly.user_stack()
+    node = _new_node(prim, xp, kw)
     p = a._node
     node.parents = (a if p is None else p,)
     node.pidx = _Z1 if a._oidx == 0 else (a._oidx,)
     node.arrays = 1
     node.n_out = 1
-    t = _new(Tensor)  # (_wrap, inlined)
-    t.data = out
-    t._node = node
-    t._oidx = 0
-    t._requires_grad = True
-    t.grad = None
-    t._hooks = None
-    t._fw = None
-    v = t._version = [0]
+    t = _wrap(out, node)
+    v = t._version
     if prim.save0:
         node.saved = (d,)
         va = a._version
@@ -607,70 +578,56 @@ def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any]
     return t
 
 
-
-
 def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
              out: Any) -> Any:
     """:func:`_record` for two arguments of a ``fast`` primitive, at least one requiring grad."""
     node = _new_node(prim, xp, kw)
-    save = prim.save
     checks: tuple[Any, ...] = ()
     # argument 0
     pa = None
     ia = 0
     sa = da
-    if isinstance(a, Tensor):
-        if a._requires_grad:
-            if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
-                raise _no_rule(prim, 0)
-            pa = a._node
-            if pa is None:
-                pa = a
-            ia = a._oidx
-        if prim.save0:
-            v = a._version
-            checks = (0, v, v[0])
-        else:
-            sa = _meta(da)
-    elif not prim.save0:
-        sa = _meta(da) if hasattr(da, "shape") else None
+    ta = isinstance(a, Tensor)
+    arr_a = ta or hasattr(da, "shape")
+    if ta and a._requires_grad:
+        if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
+            raise _no_rule(prim, 0)
+        pa = a._node
+        if pa is None:
+            pa = a
+        ia = a._oidx
+    if not prim.save0:
+        sa = _meta(da) if arr_a else None
+    elif ta:
+        v = a._version
+        checks = (0, v, v[0])
     # argument 1
     pb = None
     ib = 0
     sb = db
-    keep = save is None or 1 in save
-    if isinstance(b, Tensor):
-        if b._requires_grad:
-            if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
-                raise _no_rule(prim, 1)
-            pb = b._node
-            if pb is None:
-                pb = b
-            ib = b._oidx
-        if keep:
-            v = b._version
-            checks = (*checks, 1, v, v[0]) if checks else (1, v, v[0])
-        else:
-            sb = _meta(db)
-    elif not keep:
-        sb = _meta(db) if hasattr(db, "shape") else None
+    tb = isinstance(b, Tensor)
+    arr_b = tb or hasattr(db, "shape")
+    if tb and b._requires_grad:
+        if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
+            raise _no_rule(prim, 1)
+        pb = b._node
+        if pb is None:
+            pb = b
+        ib = b._oidx
+    if not prim.save1:
+        sb = _meta(db) if arr_b else None
+    elif tb:
+        v = b._version
+        checks = (*checks, 1, v, v[0])
     node.parents = (pa, pb)
     node.pidx = _Z2 if ia == 0 and ib == 0 else (ia, ib)
-    node.arrays = (1 if hasattr(da, "shape") else 0) | (2 if hasattr(db, "shape") else 0)
+    node.arrays = arr_a | (arr_b << 1)
     node.saved = (sa, sb)
     node.n_out = 1
-    t = _new(Tensor)  # (_wrap, inlined)
-    t.data = out
-    t._node = node
-    t._oidx = 0
-    t._requires_grad = True
-    t.grad = None
-    t._hooks = None
-    t._fw = None
-    v = t._version = [0]
+    t = _wrap(out, node)
     if prim.save_ans:
         node.ans = out
-        checks = (*checks, -1, v, 0)
+        checks = (*checks, -1, t._version, 0)
     else:
         node.ans = None
     node.checks = checks
@@ -850,6 +807,22 @@ def _fit_tangent(xp: Any, t: Any, like: Any, tensors: bool) -> Any:
             a == b or a is None or b is None or a != a or b != b for a, b in zip(tshape, shape))):
         t = xp.broadcast_to(t, shape)  # (sizes unknown until computed, Dask's NaN, count as equal)
     return fit_dtype(xp, t, like.dtype, tensors)
+
+
+def broadcast_like(xp: Any, g: Any, like: Any) -> Any:
+    """``xp.broadcast_to(g, like.shape)``; chunked like ``like`` when it is a chunked (Dask)
+    array or its ArgMeta, so that what is computed from it streams chunk by chunk (a
+    broadcast to one chunk of all rows makes Dask hold every chunk of the data at once).
+    Used by the engine to undo a reduction and by the rules that broadcast themselves."""
+    chunks = getattr(like, "chunks", None)
+    gchunks = getattr(g, "chunks", None)
+    if chunks is not None and gchunks is not None:
+        # Dask keeps the chunks of the dimensions g has (size > 1); the new and the size-1
+        # dimensions take like's
+        lead = len(chunks) - len(gchunks)
+        chunks = tuple(c if i < lead or g.shape[i - lead] == 1 else gchunks[i - lead] for i, c in enumerate(chunks))
+        return xp.broadcast_to(g, tuple(like.shape), chunks=chunks)
+    return xp.broadcast_to(g, tuple(like.shape))
 
 
 def fit_dtype(xp: Any, g: Any, dt: Any, tensors: bool) -> Any:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace
-from .._dtypes import is_float
+from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
     GraphFreedError,
     InPlaceModificationError,
@@ -33,7 +33,7 @@ from .._exceptions import (
     XpgradValueError,
 )
 from . import _anomaly
-from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, fit_dtype
+from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, broadcast_like, fit_dtype
 from ._grad_mode import GRAD_ENABLED
 from ._tensor import Tensor, _wrap
 
@@ -67,14 +67,15 @@ def _toposort(roots: list[Node], leaves: set[int]) -> list[Node]:
 _by_seq = operator.attrgetter("seq")
 
 
-def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
-    """Bring ``g`` to ``shape``: sum over broadcast axes, or broadcast a reduced result.
+def _unbroadcast(xp: Any, g: Any, like: Any) -> Any:
+    """Bring ``g`` to the shape of ``like`` (an argument or its ArgMeta): sum over
+    broadcast axes, or broadcast a reduced result (chunked like a Dask argument).
 
     The one place broadcasting is undone: rules return a gradient that broadcasts
     against their output (or, for reductions, against their input), and the
     engine fits it to the argument.
     """
-    shape = tuple(shape)
+    shape = tuple(like.shape)
     gshape = tuple(g.shape)
     lead = len(gshape) - len(shape)
     if lead > 0 or any(s == 1 and gs != 1 for s, gs in zip(shape, gshape[max(lead, 0):])):
@@ -87,7 +88,7 @@ def _unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...]) -> Any:
             if lead:
                 g = xp.reshape(g, tuple(g.shape)[lead:])
     if tuple(g.shape) != shape:
-        g = xp.broadcast_to(g, shape)
+        g = broadcast_like(xp, g, like)
     return g
 
 
@@ -97,7 +98,7 @@ def _fit(xp: Any, g: Any, meta: ArgMeta, create_graph: bool) -> Any:
     if not hasattr(g, "shape"):  # a Python scalar from a rule
         g = xp.asarray(g)
     if tuple(g.shape) != tuple(shape):
-        g = _unbroadcast(xp, g, shape)
+        g = _unbroadcast(xp, g, meta)
     return fit_dtype(xp, g, dt, create_graph)
 
 
@@ -120,8 +121,6 @@ def _as_backend(value: Any, like: Tensor, func: str) -> Any:
         msg = f"{func}: gradient has shape {tuple(data.shape)}, but the output has shape {tuple(like.data.shape)}"
         raise XpgradValueError(msg)
     if data.dtype != like.data.dtype:
-        from .._dtypes import dtype_name
-
         msg = (
             f"{func}: gradient has dtype {dtype_name(data.dtype)}, but the output has dtype "
             f"{dtype_name(like.data.dtype)}"
@@ -146,9 +145,7 @@ def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
                 "for one-element outputs, so pass gradient= (the upstream gradient) explicitly"
             )
             raise XpgradValueError(msg)
-        if real_only and _complex(data):
-            from .._dtypes import dtype_name
-
+        if real_only and kind(data.dtype) == "complex floating":
             msg = (
                 f"{func}: the output is complex ({dtype_name(data.dtype)}); a gradient is implicitly "
                 "created only for real outputs: differentiate xg.real(...) or xg.abs(...) of it, "
@@ -160,18 +157,6 @@ def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
         GRAD_SLOT.seeds.append(one)  # a unit: the pass may multiply by it for free
         return one
     return _as_backend(gradient, t, func)
-
-
-def _complex(data: Any) -> bool:
-    global _is_complex
-    if _is_complex is None:  # (ops._common imports this package: bound on first use)
-        from ..ops._common import is_complex
-
-        _is_complex = is_complex
-    return bool(_is_complex(data))
-
-
-_is_complex: Any = None
 
 
 def _run(
@@ -312,7 +297,7 @@ def _pass(
             g = None if all(b is None for b in buf) else tuple(buf)
         if g is None or (needed is not None and id(node) not in needed):
             if not retain_graph:
-                _free(node)
+                node.free()
             continue
         prim = node.prim
         saved: Any = node.saved  # the raw arguments (or their ArgMeta): what the rules read
@@ -394,7 +379,7 @@ def _pass(
                     pb[j] = gi if pb[j] is None else add(pb[j], gi)
             else:
                 _acc_leaf(leaf_grads, leaves, parent, gi, add)
-        if not retain_graph:  # (_free, inlined)
+        if not retain_graph:  # (Node.free, inlined)
             if prim.saves:
                 node.saved = None
             node.ans = None
@@ -410,8 +395,7 @@ def _pass(
         if borrowed:  # a value scale() passed through (a saved input): the caller gets a copy
             for k, r in enumerate(results):
                 if r is not None and borrowed.get(id(r)) is r:
-                    xp = _CACHE.get((type(r),)) or backend_namespace(r)
-                    results[k] = xp.asarray(r, copy=True)
+                    results[k] = _copy(r)
         if accumulate:  # backward(inputs=...): into each input's .grad
             for t, g in zip(targets, results):
                 if g is not None:
@@ -439,12 +423,15 @@ def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:
     if create_graph:
         leaf.grad = g if leaf.grad is None else leaf.grad + g
     elif leaf.grad is None:
-        if not fresh:
-            xp = _CACHE.get((type(g),)) or backend_namespace(g)
-            g = xp.asarray(g, copy=True)
-        leaf.grad = _wrap(g)
+        leaf.grad = _wrap(g if fresh else _copy(g))
     else:
         leaf.grad = leaf.grad + _wrap(g)
+
+
+def _copy(a: Any) -> Any:
+    """A new array with ``a``'s values (for a gradient the pass does not own)."""
+    xp = _CACHE.get((type(a),)) or backend_namespace(a)
+    return xp.asarray(a, copy=True)
 
 
 def _one_parent(parents: Sequence[Any]) -> bool:
@@ -532,15 +519,6 @@ def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
         if buf[j] is not None and hooks:
             buf[j] = _apply_hooks(hooks, buf[j], create_graph)
     return buf
-
-
-def _free(node: Node) -> None:
-    if node.prim.saves:  # (else saved holds only shapes: a later pass may still read them)
-        node.saved = None
-    node.ans = None
-    node.checks = None
-    node.fw = None
-    node.freed = True
 
 
 def _stale(ch: tuple[Any, ...]) -> bool:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from .._dtypes import DType, dtype_name, fast_name
-from ..autograd._core import GRAD_SLOT, WANT_FRESH, apply, apply1, apply2, composite, declare, primitive
+from ..autograd._core import (
+    GRAD_SLOT,
+    WANT_FRESH,
+    apply,
+    apply1,
+    apply2,
+    broadcast_like,
+    composite,
+    declare,
+    primitive,
+)
 from ..autograd._tensor import Tensor
 
 __all__ = [
@@ -94,21 +104,6 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
     if s[1] is WANT_FRESH:
         s[1] = r
     return r
-
-
-def broadcast_like(xp: Any, g: Any, like: Any) -> Any:
-    """``xp.broadcast_to(g, like.shape)``; chunked like ``like`` when it is a chunked (Dask)
-    array or its ArgMeta, so that what the rules compute from it streams chunk by chunk
-    (a broadcast to one chunk of all rows makes Dask hold every chunk of the data at once)."""
-    chunks = getattr(like, "chunks", None)
-    gchunks = getattr(g, "chunks", None)
-    if chunks is not None and gchunks is not None and not is_xpgrad(xp):
-        # Dask keeps the chunks of the dimensions g has (size > 1); the new and the size-1
-        # dimensions take like's
-        lead = len(chunks) - len(gchunks)
-        chunks = tuple(c if i < lead or g.shape[i - lead] == 1 else gchunks[i - lead] for i, c in enumerate(chunks))
-        return xp.broadcast_to(g, tuple(like.shape), chunks=chunks)
-    return xp.broadcast_to(g, tuple(like.shape))
 
 
 def unit_from(g: Any, r: Any) -> Any:

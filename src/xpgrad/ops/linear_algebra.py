@@ -49,17 +49,17 @@ def _as_matrices(xp: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
 
 
 def _matmul_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
-    if x1.ndim > 1 and x2.ndim > 1:  # (the common case, without the helper's calls)
-        return fresh(xp.matmul(g, xp.matrix_transpose(conj(xp, x2))))
-    g, _, b = _as_matrices(xp, g, x1, x2)
+    b = x2
+    if x1.ndim == 1 or x2.ndim == 1:  # (matrices, the common case, need no helper call)
+        g, _, b = _as_matrices(xp, g, x1, x2)
     out = xp.matmul(g, xp.matrix_transpose(conj(xp, b)))  # (..., m, k); the engine sums batch axes
     return xp.squeeze(out, axis=-2) if x1.ndim == 1 else fresh(out)
 
 
 def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
-    if x1.ndim > 1 and x2.ndim > 1:
-        return fresh(xp.matmul(xp.matrix_transpose(conj(xp, x1)), g))
-    g, a, _ = _as_matrices(xp, g, x1, x2)
+    a = x1
+    if x1.ndim == 1 or x2.ndim == 1:
+        g, a, _ = _as_matrices(xp, g, x1, x2)
     out = xp.matmul(xp.matrix_transpose(conj(xp, a)), g)  # (..., k, n)
     return xp.squeeze(out, axis=-1) if x2.ndim == 1 else fresh(out)
 

@@ -76,10 +76,8 @@ _sum.defjvp(linear_jvp(_sum))
 
 
 def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
-    shape = tuple(x.shape)
-    # divide the reduced gradient, then broadcast (a view; chunked like x on Dask)
-    r = _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
-    return broadcast_like(xp, r, x)
+    shape = tuple(x.shape)  # (the reduced gradient: the engine broadcasts it, chunked like x)
+    return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
 
 
 _mean = primitive("mean", lambda xp, x, **kw: xp.mean(x, **kw), save=(), chapter=_C)

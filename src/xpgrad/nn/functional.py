@@ -669,7 +669,7 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
         msg = f"{func}: target shape {tuple(t.shape)} does not match input shape {xshape} (expected {expect})"
         raise XpgradValueError(msg)
     bxp = _bxp(x)
-    if _bxp(t) is not bxp:
+    if type(t) is not type(x) and _bxp(t) is not bxp:
         from .._io import move_array
 
         t = move_array(t, bxp, _device(x))
@@ -677,10 +677,11 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
     cshape = [1] * len(xshape)
     cshape[cax] = n_cls
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
-    valid = t != ignore_index
-    texp = bxp.expand_dims(t, axis=cax)
-    onehot = bxp.astype(bxp.logical_and(texp == classes, bxp.expand_dims(valid, axis=cax)), x.dtype)
-    return onehot, bxp.astype(valid, x.dtype), tuple(cshape)
+    texp = t[(slice(None),) * cax + (None, ...)]  # (expand_dims at cax, as an index: cheaper)
+    hit = texp == classes
+    if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
+        hit = bxp.logical_and(hit, texp != ignore_index)
+    return bxp.astype(hit, x.dtype), bxp.astype(t != ignore_index, x.dtype), tuple(cshape)
 
 
 def _class_weight(weight: Any, input: Any, cshape: tuple[int, ...], func: str) -> Any:
@@ -794,39 +795,19 @@ _xent.defjvp(_xent_jvp, None, None, None)
 def _xent_targets(input: Any, target: Any, weight: Any, ignore_index: int, label_smoothing: float, cax: int,
                   reduction: str, func: str) -> tuple[Any, ...]:
     """The constant arguments of the fused primitive after the logits: ``q``, ``qsum`` (and ``den``)."""
-    x = _data(input)
-    t = _data(target)
-    xshape = tuple(x.shape)
-    expect = xshape[:cax] + xshape[cax + 1:]
-    if tuple(t.shape) != expect:
-        msg = f"{func}: target shape {tuple(t.shape)} does not match input shape {xshape} (expected {expect})"
-        raise XpgradValueError(msg)
-    bxp = _bxp(x)
-    dev = _device(x)
-    if type(t) is not type(x) and _bxp(t) is not bxp:
-        from .._io import move_array
-
-        t = move_array(t, bxp, dev)
-    n_cls = xshape[cax]
-    classes = bxp.arange(n_cls, dtype=t.dtype, device=dev)
-    if cax != len(xshape) - 1:
-        classes = bxp.reshape(classes, (n_cls,) + (1,) * (len(xshape) - cax - 1))
-    texp = t[(slice(None),) * cax + (None, ...)]  # (expand_dims at cax, as an index: cheaper)
-    valid = texp != ignore_index
-    hit = texp == classes
-    if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
-        hit = bxp.logical_and(hit, valid)
-    dt = x.dtype
-    q = bxp.astype(hit, dt)
-    vf = bxp.astype(valid, dt)
+    onehot, valid, cshape = _targets(input, target, ignore_index, cax, func)
+    bxp = _bxp(_data(input))
+    n_cls = cshape[cax]
+    vf = bxp.expand_dims(valid, axis=cax)
+    q = onehot
     eps = label_smoothing
     if weight is None:
         qsum = vf
-        den = bxp.sum(vf) if reduction == "mean" else None
+        den = bxp.sum(valid) if reduction == "mean" else None
         if eps > 0:
             q = q * (1.0 - eps) + vf * (eps / n_cls)
     else:
-        w = _class_weight(weight, input, tuple(n_cls if i == cax else 1 for i in range(len(xshape))), func)
+        w = _class_weight(weight, input, cshape, func)
         q = q * w
         den = bxp.sum(q) if reduction == "mean" else None
         if eps > 0:

@@ -15,6 +15,8 @@ import xpgrad as xg
 from xpgrad._policy import _POLICY
 from xpgrad.autograd._grad_mode import GRAD_ENABLED
 
+from ._util import to_numpy
+
 settings.register_profile(
     "ci", max_examples=8, deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
@@ -55,7 +57,7 @@ class Backend:
 
     name: str
     xp: Any
-    #: where the test arrays live, when not the library's default (torch_cuda: "cuda")
+    #: where the test arrays live, when not the library's default (torch_cuda: "cuda:0")
     device: Any = None
 
     def asarray(self, a: Any) -> Any:
@@ -71,18 +73,21 @@ class Backend:
             return torch.asarray(a.copy(), device=self.device)
         if self.name == "cupy":
             return self.xp.asarray(a)
+        if self.device is not None:
+            return self.xp.asarray(a.copy(), device=self.device)
         return self.xp.asarray(a.copy())
 
+    def policy(self, **kw: Any) -> Any:
+        """``xg.default_device`` for this backend's library and test device."""
+        return xg.default_device(self.xp, device=self.device, **kw)
+
+    def to(self, module: Any, **kw: Any) -> Any:
+        """``module.to`` this backend's library and test device."""
+        return module.to(xp=self.xp, device=self.device, **kw)
+
     def to_numpy(self, a: Any) -> np.ndarray:
-        if isinstance(a, xg.Tensor):
-            a = a.data
-        if self.name == "dask":
-            a = a.compute()
-        if self.name == "cupy":
-            return a.get()
-        if self.name == "torch":
-            return a.detach().cpu().numpy()
-        return np.asarray(a)
+        """A backend array (or Tensor) as NumPy, from whatever device it is on."""
+        return to_numpy(a)
 
 
 _MODULES = {
@@ -95,6 +100,11 @@ _MODULES = {
     # torch on the GPU: the tests see it as torch (same library, same known limitations),
     # with every test array created on CUDA device 0
     "torch_cuda": "array_api_compat.torch",
+    # array-api-strict with every test array on its non-default fake device "device1":
+    # the CPU stand-in for a GPU run, where any array made on the default device (a
+    # rule's constant, a layer's weight, a test's own array) meets the test arrays and
+    # raises instead of passing unnoticed
+    "strict_device1": "array_api_strict",
 }
 
 
@@ -121,7 +131,11 @@ def _load(name: str) -> Backend:
             pytest.skip(f"torch_cuda: torch is not installed ({e}); install xpgrad[torch] with a CUDA build")
         if not torch.cuda.is_available():
             pytest.skip("torch_cuda: no CUDA device here (torch.cuda.is_available() is False)")
-        return Backend("torch", importlib.import_module(_MODULES[name]), device="cuda")
+        return Backend("torch", importlib.import_module(_MODULES[name]), device="cuda:0")
+    if name == "strict_device1":
+        import array_api_strict
+
+        return Backend("array_api_strict", array_api_strict, device=array_api_strict.Device("device1"))
     try:
         xp = importlib.import_module(_MODULES[name])
     except ImportError as e:

@@ -10,6 +10,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
+from array_api_compat import device as _device
 
 import xpgrad as xg
 
@@ -47,7 +48,7 @@ def _same_library(t: xg.Tensor, backend: Any) -> None:
 # ---------------------------------------------------------------- defaults from the policy
 @pytest.mark.parametrize("name", sorted(FLOAT_MAKERS))
 def test_floating_default_is_the_backends(backend: Any, name: str) -> None:
-    with xg.default_device(backend.name):
+    with backend.policy():
         t = FLOAT_MAKERS[name]()
     _same_library(t, backend)
     assert t.dtype.name == _default(backend, "real floating")
@@ -55,7 +56,7 @@ def test_floating_default_is_the_backends(backend: Any, name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(FLOAT_MAKERS))
 def test_policy_dtype_applies_to_floating_results(backend: Any, name: str) -> None:
-    with xg.default_device(backend.name, dtype="float32"):
+    with backend.policy(dtype="float32"):
         t = FLOAT_MAKERS[name]()
     _same_library(t, backend)
     assert t.dtype == xg.float32
@@ -63,7 +64,7 @@ def test_policy_dtype_applies_to_floating_results(backend: Any, name: str) -> No
 
 def test_integer_and_bool_results_keep_their_dtypes(backend: Any) -> None:
     integral = _default(backend, "integral")
-    with xg.default_device(backend.name, dtype="float32"):
+    with backend.policy(dtype="float32"):
         assert xg.arange(3).dtype.name == integral
         assert xg.full(2, 7).dtype.name == integral
         assert xg.asarray([1, 2]).dtype.name == integral
@@ -93,7 +94,7 @@ def test_the_policy_is_read_at_call_time() -> None:
 @pytest.mark.parametrize("spelling", ["xpgrad", "name", "backend"])
 def test_explicit_dtype_beats_the_policy(backend: Any, spelling: str) -> None:
     dt = {"xpgrad": xg.int32, "name": "int32", "backend": backend.xp.int32}[spelling]
-    with xg.default_device(backend.name, dtype="float32"):
+    with backend.policy(dtype="float32"):
         for make in (lambda: xg.zeros(2, dtype=dt), lambda: xg.ones(2, dtype=dt), lambda: xg.full(2, 1, dtype=dt),
                      lambda: xg.eye(2, dtype=dt), lambda: xg.arange(3, dtype=dt), lambda: xg.asarray([1], dtype=dt),
                      lambda: xg.empty(2, dtype=dt)):
@@ -231,7 +232,7 @@ def test_like_float64_on_no_float64_fails_clearly() -> None:
 # ---------------------------------------------------------------- values against the backend
 def test_values_match_the_backend(backend: Any) -> None:
     xp = backend.xp
-    with xg.default_device(backend.name):
+    with backend.policy():
         pairs = [
             (xg.arange(1, 7, 2), xp.arange(1, 7, 2)),
             (xg.arange(5), xp.arange(5)),
@@ -251,7 +252,7 @@ def test_values_match_the_backend(backend: Any) -> None:
 def test_eye_rectangular(backend: Any) -> None:
     if backend.name == "dask":
         pytest.xfail("dask.array.eye(N, M=...) with N != M builds a broken graph (dask bug)")
-    with xg.default_device(backend.name):
+    with backend.policy():
         got = xg.eye(3, 4, k=1)
     np.testing.assert_array_equal(backend.to_numpy(got), np.eye(3, 4, k=1))
 
@@ -259,7 +260,7 @@ def test_eye_rectangular(backend: Any) -> None:
 def test_complex_linspace(backend: Any) -> None:
     if backend.name == "dask":
         pytest.xfail("dask.array.linspace does not take complex ends")
-    with xg.default_device(backend.name, dtype="float32"):
+    with backend.policy(dtype="float32"):
         got = xg.linspace(0j, 1j, 3)
     assert got.dtype == xg.complex64
     np.testing.assert_allclose(backend.to_numpy(got), [0, 0.5j, 1j])
@@ -310,7 +311,7 @@ def test_from_dlpack(backend: Any) -> None:
     src = np.arange(3.0)
     if backend.name == "dask":
         pytest.importorskip("dask")
-    with xg.default_device(backend.name):
+    with backend.policy():
         t = xg.from_dlpack(src)
     _same_library(t, backend)
     np.testing.assert_array_equal(backend.to_numpy(t), src)
@@ -340,7 +341,7 @@ def test_constants() -> None:
 
 def test_info_tells_the_truth_about_the_policy_backend(backend: Any) -> None:
     theirs = _info(backend)
-    with xg.default_device(backend.name):
+    with backend.policy():
         ours = xg.__array_namespace_info__()
     expected = dict(theirs.capabilities())
     if backend.name == "dask":
@@ -348,7 +349,9 @@ def test_info_tells_the_truth_about_the_policy_backend(backend: Any) -> None:
         # results without computing, so it says so (array-API code then takes where paths)
         expected.update({"boolean indexing": False, "data-dependent shapes": False})
     assert ours.capabilities() == expected
-    assert ours.default_device() == theirs.default_device()
+    # the policy's device: the library's default, or the fixture's test device
+    want = theirs.default_device() if backend.device is None else _device(backend.asarray(np.zeros(1)))
+    assert ours.default_device() == want
     assert {k: v.name for k, v in ours.default_dtypes().items()} == {
         k: xg.dtype_name(v) for k, v in theirs.default_dtypes().items()}
     assert ours.devices() == [d for d in theirs.devices() if d is not None]

@@ -111,7 +111,7 @@ def test_result_type_matches_the_backend_for_arrays(backend: Any) -> None:
                 xg.result_type(xg.asarray(xa), xb)
             continue
         assert xg.result_type(xg.asarray(xa), xb).name == want
-        with xg.default_device(backend.name):  # dtypes alone: asked in the policy's library
+        with backend.policy():  # dtypes alone: asked in the policy's library
             got = xg.result_type(a, getattr(xg, b)).name
         assert got == xg.dtype_name(backend.xp.result_type(getattr(backend.xp, a), getattr(backend.xp, b)))
 
@@ -141,7 +141,7 @@ def test_can_cast_matches_the_backend(backend: Any) -> None:
     names = _names(backend, ("real floating", "complex floating", "integral", "bool"))
     for a, b in itertools.product(names, repeat=2):
         want = bool(backend.xp.can_cast(getattr(backend.xp, a), getattr(backend.xp, b)))
-        with xg.default_device(backend.name):  # dtypes alone: asked in the policy's library
+        with backend.policy():  # dtypes alone: asked in the policy's library
             assert xg.can_cast(getattr(xg, a), b) is want, (a, b)
     x = xg.asarray(backend.asarray(np.ones(1, dtype=np.int8)))
     assert xg.can_cast(x, xg.int16) is True
@@ -159,7 +159,7 @@ def test_can_cast_standard_answers() -> None:
 # ---------------------------------------------------------------- finfo, iinfo
 def test_finfo_reports_the_backends_values(backend: Any) -> None:
     for name in _names(backend, ("real floating", "complex floating")):
-        with xg.default_device(backend.name):
+        with backend.policy():
             ours = xg.finfo(getattr(xg, name))
         theirs = backend.xp.finfo(getattr(backend.xp, name))
         for field in ("bits", "eps", "max", "min", "smallest_normal"):
@@ -172,7 +172,7 @@ def test_finfo_reports_the_backends_values(backend: Any) -> None:
 
 def test_iinfo_reports_the_backends_values(backend: Any) -> None:
     for name in _names(backend, "integral"):
-        with xg.default_device(backend.name):
+        with backend.policy():
             ours = xg.iinfo(name)
         theirs = backend.xp.iinfo(getattr(backend.xp, name))
         assert (ours.bits, ours.max, ours.min) == (theirs.bits, theirs.max, theirs.min)

@@ -491,7 +491,7 @@ def test_case11_custom_jvp_wrong_shape() -> None:
 
 # ====================================================================== 12. load_state_dict
 def test_case12_load_state_dict_lists_every_problem(backend: Backend) -> None:
-    with xg.default_device(backend.xp, seed=0):
+    with backend.policy(seed=0):
         lin = xg.nn.Linear(2, 3)
     sd = lin.state_dict()
     bad = {"weight": backend.asarray(np.ones((2, 2), dtype=np.float32)), "extra": backend.asarray(np.ones(1))}
@@ -638,7 +638,7 @@ _DEVICE_CALLS: dict[str, Callable[[Any, Any], Any]] = {
 @pytest.mark.parametrize("func", list(_DEVICE_CALLS))
 @pytest.mark.parametrize("device", ["gpu", "tpu:0", "devicex", "cuda:x", "cuda:7", ""])
 def test_case14_unknown_device_string(backend: Backend, func: str, device: str) -> None:
-    with xg.default_device(backend.xp):
+    with backend.policy():
         _expect_clean_error(lambda: _DEVICE_CALLS[func](backend.xp, device), xg.UnknownNameError, f"{func}:",
                             repr(device), then=lambda: _DEVICE_CALLS[func](backend.xp, "cpu" if func == "to_device" else None))
 

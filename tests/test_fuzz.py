@@ -146,7 +146,7 @@ def run_xpgrad(prog: Program, bk: Backend | None = None, hvp: bool = True) -> di
     ws = [conv(w) for w in prog.weights]
     n = prog.n_inputs
     nums = tuple(range(n))
-    policy = xg.default_device(xp=bk.xp) if bk is not None else xg.default_device()
+    policy = bk.policy() if bk is not None else xg.default_device()
     with policy:
         (loss, vals), grads = xg.value_and_grad(f, argnums=nums, has_aux=True)(*xs, *ws)
         out = {"loss": back(loss), "values": [back(v) for v in vals], "grads": [back(g) for g in grads]}

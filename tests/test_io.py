@@ -11,16 +11,9 @@ import pytest
 import xpgrad as xg
 from xpgrad import nn
 
+from ._util import to_numpy as _np
+
 pytest.importorskip("safetensors")
-
-
-def _np(t: Any) -> np.ndarray:
-    data = t.data if isinstance(t, xg.Tensor) else t
-    if hasattr(data, "compute"):
-        data = data.compute()
-    if type(data).__module__.startswith("torch"):
-        return data.detach().cpu().numpy()
-    return np.asarray(data)
 
 
 def test_state_dict_numpy_to_torch(tmp_path: Path) -> None:
@@ -50,7 +43,7 @@ def test_load_onto_every_backend(backend: Any, tmp_path: Path) -> None:
     path = tmp_path / "w.safetensors"
     w = np.arange(6, dtype=np.float64).reshape(2, 3)
     xg.save({"w": xg.asarray(backend.asarray(w)), "i": np.array([1, 2], dtype=np.int32)}, path)
-    with xg.default_device(backend.xp):
+    with backend.policy():
         out = xg.load(path)
     np.testing.assert_array_equal(_np(out["w"]), w)
     assert out["i"].dtype == xg.int32

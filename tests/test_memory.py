@@ -359,7 +359,7 @@ def test_hessian_graph_is_collected(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_nn_training_step_leaves_no_graph(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
     def case() -> list[Any]:
-        with xg.default_device(backend.xp, dtype="float64", seed=0):
+        with backend.policy(dtype="float64", seed=0):
             model = xg.nn.Sequential(xg.nn.Linear(3, 8), xg.nn.Tanh(), xg.nn.Linear(8, 1))
             opt = xg.optim.Adam(model.parameters(), lr=1e-2)
             xb, yb = xg.random.normal((16, 3)), xg.random.normal((16, 1))

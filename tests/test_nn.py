@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from array_api_compat import device as _device
 
 import xpgrad as xg
 import xpgrad.nn as nn
@@ -16,22 +17,13 @@ import xpgrad.nn.functional as F  # noqa: N812 - PyTorch's conventional alias
 from xpgrad.testing import check_grads
 
 from ._nn_cases import Case, _mk, _ours_args, _x
+from ._util import to_numpy as _np
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
 RTOL = 1e-8
 ATOL = 1e-10
-
-
-def _np(t: Any) -> np.ndarray:
-    if isinstance(t, xg.Tensor):
-        t = t.data
-    if hasattr(t, "compute"):
-        t = t.compute()
-    if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
-    return np.asarray(t)
 
 
 # ====================================================================== Module mechanics
@@ -252,7 +244,9 @@ def test_to_every_backend(backend: Any) -> None:
     m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).to(dtype="float64")
     x = np.linspace(-1, 1, 6).reshape(2, 3)
     ref = _np(m(xg.asarray(x)).detach())
-    m.to(xp=backend.xp)
+    backend.to(m)
+    if backend.device is not None:  # torch_cuda's "cuda", strict_device1's device1
+        assert all(_device(p.data) == _device(backend.asarray(x)) for p in m.parameters())
     out = m(xg.asarray(backend.asarray(x)))
     np.testing.assert_allclose(_np(out.detach()), ref, rtol=1e-12)
     out.sum().backward()
@@ -260,10 +254,6 @@ def test_to_every_backend(backend: Any) -> None:
 
 
 # ====================================================================== functional vs torch
-
-
-
-
 
 
 def _ints(hi: int, *shape: int, ignore: bool = False) -> Callable[[np.random.Generator], np.ndarray]:
@@ -357,8 +347,6 @@ CASES += [
          lambda t, x, y: t.kl_div(x, y, reduction="batchmean", log_target=True),
          _mk(_x(3, 4, lo=-3, hi=-0.1), _x(3, 4, lo=-3, hi=-0.1)), diff=(0, 1)),
 ]
-
-
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -472,7 +460,7 @@ def test_layers_match_torch(make: Callable[[], Any], backend: Any) -> None:
         for p in theirs.parameters():
             p.add_(torch.linspace(-0.3, 0.3, p.numel(), dtype=torch.float64).reshape(p.shape))
     ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
-    ours.to(xp=backend.xp)
+    backend.to(ours)
     x = np.random.default_rng(0).standard_normal(shape)
     xo = xg.Tensor(backend.asarray(x), requires_grad=True)
     xt = torch.tensor(x, requires_grad=True)
@@ -627,7 +615,7 @@ def test_small_mlp_learns(backend: Any) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (64, 2))
     y = (x[:, 0] * x[:, 1] > 0).astype(np.int64)
-    with xg.default_device(backend.xp, seed=0):
+    with backend.policy(seed=0):
         model = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))
     opt = xg.optim.Adam(model.parameters(), lr=0.05)
     xb = xg.asarray(backend.asarray(x.astype(np.float32)))

@@ -17,19 +17,10 @@ import xpgrad.nn.functional as F  # noqa: N812 - PyTorch's conventional alias
 from xpgrad.testing import check_grads
 
 from ._nn_cases import Case, _mk, _ours_args, _x
+from ._util import to_numpy as _np
 
 RTOL = 1e-8
 ATOL = 1e-10
-
-
-def _np(t: Any) -> np.ndarray:
-    if isinstance(t, xg.Tensor):
-        t = t.data
-    if hasattr(t, "compute"):
-        t = t.compute()
-    if type(t).__module__.startswith("torch"):
-        return t.detach().cpu().numpy()
-    return np.asarray(t)
 
 
 def _torch() -> Any:
@@ -37,10 +28,6 @@ def _torch() -> Any:
 
 
 # ====================================================================== functional vs torch
-
-
-
-
 
 
 def _bools(*shape: int, p: float = 0.3) -> Callable[[np.random.Generator], np.ndarray]:
@@ -170,8 +157,6 @@ CASES = [
 ]
 
 
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_functional_matches_torch(case: Case, backend: Any) -> None:
     torch = _torch()
@@ -230,7 +215,7 @@ def _copy_from_torch(ours: nn.Module, theirs: Any, backend: Any) -> None:
         for p in theirs.parameters():
             p.add_(torch.linspace(-0.3, 0.3, p.numel(), dtype=p.dtype).reshape(p.shape))
     ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
-    ours.to(xp=backend.xp)
+    backend.to(ours)
 
 
 def _modules() -> list[tuple[str, Callable[[Any], tuple[Any, Any, list[tuple[int, ...]], dict[str, Any]]]]]:
@@ -412,7 +397,7 @@ def test_batch_norm_running_stats_follow_torch(momentum: float | None, affine: b
     with xg.default_device(dtype="float64"):
         ours = nn.BatchNorm2d(3, momentum=momentum, affine=affine)
     theirs = torch.nn.BatchNorm2d(3, momentum=momentum, affine=affine).double()
-    ours.to(xp=backend.xp)
+    backend.to(ours)
     rng = np.random.default_rng(4)
     for _ in range(4):
         x = rng.standard_normal((5, 3, 4, 2)) * 3 + 1

@@ -12,16 +12,9 @@ import xpgrad as xg
 from xpgrad import nn, optim
 from xpgrad.optim import lr_scheduler
 
+from ._util import to_numpy as _np
+
 torch = pytest.importorskip("torch")
-
-
-def _np(t: Any) -> np.ndarray:
-    data = t.data if isinstance(t, xg.Tensor) else t
-    if hasattr(data, "compute"):
-        data = data.compute()
-    if isinstance(data, torch.Tensor):
-        return data.detach().cpu().numpy()
-    return np.asarray(data)
 
 
 RNG = np.random.default_rng(0)

@@ -20,6 +20,7 @@ import pytest
 import xpgrad as xg
 from xpgrad import DeviceMismatchError, DTypeUnavailableError
 
+from ._util import to_numpy as _np
 from .conftest import _selected
 
 if "array_api_strict" not in _selected():
@@ -32,11 +33,6 @@ NO_F64 = strict.Device("no_float64")
 
 def _on(device: Any, values: Any = (1.0, 2.0), dtype: Any = None) -> Any:
     return strict.asarray(values, device=device, dtype=dtype)
-
-
-def _np(a: Any) -> np.ndarray:
-    a = a.data if isinstance(a, xg.Tensor) else a
-    return np.asarray(a.to_device(strict.Device("CPU_DEVICE")) if hasattr(a, "to_device") else a)
 
 
 # ====================================================================== policy and to_device

@@ -121,13 +121,13 @@ def test_array_api_extra_gradient(name: str, backend: Any) -> None:
     before = backend.to_numpy(x).copy()
     # the arrays these functions create from scratch (xp.zeros(..., device=device(x))) come
     # from the policy's library: a device string like "cpu" does not tell NumPy from Dask
-    with xg.default_device(backend.name):
+    with backend.policy():
         check_grads(f, x, order=order)
     np.testing.assert_array_equal(backend.to_numpy(x), before, err_msg=f"{name}: input mutated")
 
 
 def test_one_hot_and_isclose_are_constants(backend: Any) -> None:
-    with xg.default_device(backend.name):
+    with backend.policy():
         _one_hot_and_isclose(backend)
 
 

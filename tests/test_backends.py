@@ -77,13 +77,6 @@ def _train(model: Any, opt: Any, a: Any, y: Any, steps: int = 3) -> list[float]:
     return losses
 
 
-def _np(a: Any) -> np.ndarray:
-    a = a.data if isinstance(a, xg.Tensor) else a
-    if hasattr(a, "detach"):
-        a = a.detach().cpu()
-    return np.asarray(a)
-
-
 # ====================================================================== JAX
 def test_jax_grad_returns_a_jax_array(jax: Any) -> None:
     w, X, y = _data()
@@ -231,11 +224,55 @@ def test_torch_device_strings_and_objects(device: str, torch: Any) -> None:
 
 def test_torch_cuda_without_a_gpu_is_a_clear_error(torch: Any) -> None:
     if torch.cuda.is_available():
-        pytest.skip("a CUDA GPU is present: tests/test_gpu.py covers it")
+        pytest.skip("a CUDA GPU is present: the torch_cuda backend of the test fixture covers it")
     with pytest.raises(xg.UnknownNameError, match=r"'torch' has no device 'cuda'.*available devices"):
         xg.default_device("torch", device="cuda")
     with pytest.raises(xg.UnknownNameError, match="cuda:1"):
         _model().to(xp="torch", device="cuda:1")
+
+
+def test_host_copies_of_a_torch_tensor_off_the_cpu(torch: Any) -> None:
+    """``numpy()``, ``item()``, ``tolist()``, ``repr`` and ``xg.save`` read a CUDA tensor
+    through ``.cpu()``: NumPy's conversion and DLPack both refuse one. A tensor that
+    refuses them the same way stands in for it here."""
+
+    class OffHost(torch.Tensor):
+        def __array__(self, *a: Any, **k: Any) -> Any:
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu()")
+
+        def __dlpack__(self, *a: Any, **k: Any) -> Any:
+            raise BufferError("unsupported device")
+
+    data = torch.tensor([1.5, -2.0], dtype=torch.float64).as_subclass(OffHost)
+    with pytest.raises(TypeError):
+        np.asarray(data)
+    t = xg.Tensor(data)
+    np.testing.assert_array_equal(t.numpy(), [1.5, -2.0])
+    assert t.tolist() == [1.5, -2.0] and t[0].item() == 1.5 and float(t[1]) == -2.0
+    assert "1.5" in repr(t) and "-2." in repr(t)
+
+
+def test_torch_cuda_string_names_the_current_gpu(torch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"cuda"`` resolves to the index tensors report, so the policy's device compares equal
+    to its arrays' (``torch.device("cuda") != torch.device("cuda:0")``). The GPU is faked:
+    resolving a device string creates nothing on it."""
+    from xpgrad._backends import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    ns = xg.array_namespace(torch.zeros(1))
+    assert resolve_device(ns, "cuda") == torch.device("cuda:1")
+    assert resolve_device(ns, "CUDA:0") == torch.device("cuda:0")
+    assert resolve_device(ns, "cuda:1") == torch.device("cuda:1")
+    with pytest.raises(xg.UnknownNameError, match="cuda:2"):
+        resolve_device(ns, "cuda:2")
+    assert resolve_device(ns, 1) == torch.device("cuda:1")  # an int is a GPU ordinal
+    with pytest.raises(xg.XpgradValueError, match="ordinal must be >= 0, got -1"):
+        resolve_device(ns, -1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(xg.UnknownNameError, match="cuda:0"):
+        resolve_device(ns, 0)
 
 
 # ====================================================================== docs

@@ -72,7 +72,7 @@ def test_float32_is_the_float64_draw_rounded() -> None:
 
 
 def test_same_numbers_on_every_backend(backend: Any) -> None:
-    with xg.default_device(backend.xp, seed=11):
+    with backend.policy(seed=11):
         n = xr.normal((3, 2))
         n32 = xr.normal(4, dtype="float32")
         u = xr.uniform(3)
@@ -327,7 +327,23 @@ def test_permutation_and_choice_of_arrays_stay_on_their_backend() -> None:
     assert xr.Generator(1).choice(v).shape == ()
 
 
-@pytest.mark.xfail(not hasattr(xg, "take"), reason="needs xpgrad.take (ops/indexing.py, not merged yet)", strict=True)
+def test_choice_probabilities_from_any_library_and_device() -> None:
+    """``p`` may live on a device (read on the host) and be float32 (checked to float32's
+    tolerance, then normalised: NumPy's own float64 check would refuse it)."""
+    import array_api_strict as xps
+
+    want = ref(3).choice(3, 5, p=[0.2, 0.3, 0.5])
+    on_device = xps.asarray([0.2, 0.3, 0.5], device=xps.Device("device1"))
+    np.testing.assert_array_equal(host(xr.Generator(3).choice(3, 5, p=on_device)), want)
+    np.testing.assert_array_equal(host(xr.Generator(3).choice(3, 5, p=xg.asarray(on_device))), want)
+    p32 = np.asarray([0.1, 0.2, 0.7], dtype=np.float32)  # float64 sum: 1 + 1.5e-8
+    got = host(xr.Generator(3).choice(3, 5, p=p32))
+    np.testing.assert_array_equal(got, ref(3).choice(3, 5, p=p32.astype(np.float64) / p32.astype(np.float64).sum()))
+    for bad in ([0.5, 0.4, 0.2], [0.5, 0.6, -0.1], [0.5, 0.5], ["a", "b", "c"], np.asarray([0.5, 0.5, 1e-3], np.float32)):
+        with pytest.raises(xg.XpgradValueError, match=r"random\.choice: p must be 3 non-negative"):
+            xr.Generator(3).choice(3, 5, p=bad)
+
+
 def test_permutation_of_tensor_records_gradient() -> None:
     x = xg.asarray([1.0, 2.0, 3.0], requires_grad=True)
     y = xr.Generator(0).permutation(x)

@@ -14,7 +14,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-from ._exceptions import BackendNotInstalledError, UnknownNameError, XpgradTypeError
+from ._exceptions import BackendNotInstalledError, UnknownNameError, XpgradTypeError, XpgradValueError
 
 __all__ = ["LIBRARIES", "backend_info", "library_of", "load_namespace", "resolve_device"]
 
@@ -102,7 +102,8 @@ def _device_text(d: Any) -> str:
 def resolve_device(xp: ModuleType, device: Any, *, func: str = "default_device") -> Any:
     """Translate a device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``) for namespace ``xp``.
 
-    Device objects pass through unchanged. ``None`` means the library's default.
+    Device objects pass through unchanged. ``None`` means the library's default. For
+    torch and CuPy an int is a GPU ordinal: ``1`` is ``"cuda:1"``.
     ``func`` is the function named in error messages.
 
     Raises:
@@ -121,7 +122,12 @@ def resolve_device(xp: ModuleType, device: Any, *, func: str = "default_device")
                 f"got {type(device).__name__} {device!r}"
             )
             raise XpgradTypeError(msg)
-        return device
+        if not isinstance(device, int):
+            return device
+        if device < 0:
+            msg = f"{func}: a GPU ordinal must be >= 0, got {device}"
+            raise XpgradValueError(msg)
+        device = f"cuda:{device}"  # torch's and CuPy's GPU ordinal: checked and made a device below
     lib = library_of(xp)
     text = device.strip().lower()
     kind, _, index_s = text.partition(":")
@@ -139,8 +145,13 @@ def resolve_device(xp: ModuleType, device: Any, *, func: str = "default_device")
             raise UnknownNameError(msg) from None
         if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
             _no_such_device(device, lib, namespace_devices(xp), func)
-        # torch tensors on "cpu:0" report device "cpu"; compare equal to what arrays report
-        return torch.device("cpu") if dev.type == "cpu" else dev
+        # compare equal to what arrays report: tensors on "cpu:0" report "cpu", and
+        # tensors made on "cuda" report the current GPU's index ("cuda:0")
+        if dev.type == "cpu":
+            return torch.device("cpu")
+        if dev.type == "cuda" and dev.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return dev
     if lib == "cupy":
         import cupy
 

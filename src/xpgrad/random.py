@@ -142,6 +142,29 @@ def _is_array(obj: Any) -> bool:
     )
 
 
+def _host_probabilities(p: Any, n: int) -> np.ndarray:
+    """``choice``'s ``p`` as float64 on the host, checked and normalised.
+
+    ``p`` may be a sequence, or an array or Tensor of any library on any device. Its sum
+    must be 1 to within the square root of its own dtype's epsilon (NumPy's tolerance
+    for float64; 3.5e-4 for float32 probabilities); it is then divided by its sum, so
+    that NumPy's stricter float64 check accepts float32 probabilities.
+    """
+    from .autograd._tensor import _to_numpy
+
+    data = p.detach().data if isinstance(p, Tensor) else p
+    if _is_array(data):
+        data = _to_numpy(data)
+    host = np.asarray(data)
+    probs = host.astype(np.float64) if host.dtype.kind in "biuf" else None
+    tol = math.sqrt(np.finfo(host.dtype if host.dtype.kind == "f" else np.float64).eps)
+    total = float(probs.sum()) if probs is not None else math.nan
+    if probs is None or probs.shape != (n,) or not np.all(probs >= 0) or not abs(total - 1.0) <= tol:
+        msg = f"random.choice: p must be {n} non-negative probabilities summing to 1, got {p!r}"
+        raise XpgradValueError(msg)
+    return probs / total
+
+
 def _take(x: Any, host_idx: np.ndarray, axis: int) -> Tensor:
     """``x`` indexed by host indices along ``axis``, on ``x``'s own namespace and device."""
     if isinstance(x, Tensor):
@@ -361,8 +384,9 @@ class Generator:
                 (draws its elements; the result stays on its namespace and device).
             shape: the output shape.
             replace: draw with replacement (False: all draws distinct).
-            p: probabilities of each element (a sequence of floats or a NumPy array
-                on the host, summing to 1), or None for uniform.
+            p: probabilities of each element, summing to 1 (a sequence of floats,
+                or an array or Tensor of any library on any device; read on the
+                host), or None for uniform.
             device: for an int ``a`` only: overrides the policy's device.
 
         Examples:
@@ -388,10 +412,7 @@ class Generator:
             raise XpgradTypeError(msg)
         probs = None
         if p is not None:
-            probs = np.asarray(p, dtype=np.float64)
-            if probs.shape != (n,) or not np.all(probs >= 0) or not math.isclose(float(probs.sum()), 1.0):
-                msg = f"random.choice: p must be {n} non-negative probabilities summing to 1, got {p!r}"
-                raise XpgradValueError(msg)
+            probs = _host_probabilities(p, n)
         if not replace and math.prod(shp) > n:
             msg = f"random.choice: cannot draw {math.prod(shp)} distinct values from {n} without replacement"
             raise XpgradValueError(msg)

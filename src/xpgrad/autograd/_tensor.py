@@ -657,6 +657,7 @@ class _HookHandle:
 
 
 def _to_numpy(data: Any) -> Any:
+    """A NumPy array (on the host) from any library's array on any device."""
     import numpy as np
 
     try:
@@ -666,7 +667,10 @@ def _to_numpy(data: Any) -> Any:
     get = getattr(data, "get", None)  # device arrays (CuPy) copy to the host with .get()
     if callable(get):
         return get()
-    return np.from_dlpack(data)
+    if array_api_compat.is_torch_array(data):
+        # torch on a GPU: NumPy's conversion and DLPack both refuse a CUDA tensor
+        return data.detach().cpu().numpy()
+    return np.from_dlpack(data)  # other DLPack producers (array-api-strict's fake devices)
 
 
 def _device_text(data: Any) -> str:

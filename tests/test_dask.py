@@ -248,7 +248,7 @@ def test_non_scalar_output_of_unknown_size_is_a_clear_error(computes: Computes) 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed; install xpgrad[dask]")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         yield c
 

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from dask.distributed import Client, LocalCluster
 
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               memory_limit=limit or "auto", dashboard_address=None)
+                               memory_limit=limit or "auto", dashboard_address=":0")
         client = Client(cluster)
     elif limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -10,6 +10,13 @@
 #   TORCH_INDEX: a PyTorch wheel index for a specific CUDA version, e.g.
 #   https://download.pytorch.org/whl/cu126 (default: PyPI, whose Linux x86-64 torch
 #   wheels are CUDA builds), PYTEST_ARGS (extra pytest arguments, e.g. "-x").
+#
+# On a machine without network access that already has CUDA builds of torch and CuPy
+# (any CUDA version) and pytest, hypothesis, pytest-xdist, scikit-learn:
+#   NO_INSTALL=1 bash scripts/gpu_check.sh
+# uses $PYTHON as it is and imports xpgrad from src/. WHEELS=DIR (with NO_INSTALL=1)
+# first installs xpgrad's own dependencies from wheels in DIR, made on a machine with
+# network by: pip download --no-deps -d DIR array-api-compat array-api-extra
 # The log goes to gpu-check.log as well as the terminal. Exit status: non-zero if any step fails.
 set -euo pipefail
 
@@ -21,22 +28,32 @@ exec > >(tee gpu-check.log) 2>&1
 
 echo "== machine"
 date -u
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv || echo "(nvidia-smi failed)"
 "$PYTHON" --version
 
-echo "== environment ($VENV)"
-"$PYTHON" -m venv "$VENV"
-PY="$VENV/bin/python"
-"$PY" -m pip install --quiet --upgrade pip
-if [ -n "${TORCH_INDEX:-}" ]; then
-    "$PY" -m pip install --quiet "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX"
+if [ -n "${NO_INSTALL:-}" ]; then
+    echo "== environment: $PYTHON as it is, xpgrad from src/"
+    PY="$PYTHON"
+    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+    if [ -n "${WHEELS:-}" ]; then
+        "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" array-api-compat array-api-extra
+    fi
 else
-    "$PY" -m pip install --quiet "torch==${TORCH_VERSION}"
+    echo "== environment ($VENV)"
+    "$PYTHON" -m venv "$VENV"
+    PY="$VENV/bin/python"
+    "$PY" -m pip install --quiet --upgrade pip
+    if [ -n "${TORCH_INDEX:-}" ]; then
+        "$PY" -m pip install --quiet "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX"
+    else
+        "$PY" -m pip install --quiet "torch==${TORCH_VERSION}"
+    fi
+    # torch is already there (a CUDA build), so the torch extra's pin is satisfied as is
+    "$PY" -m pip install --quiet -e ".[cupy,torch,test,demo]"
 fi
-# torch is already there (a CUDA build), so the torch extra's pin is satisfied as is
-"$PY" -m pip install --quiet -e ".[cupy,torch,test,demo]"
 "$PY" - <<'EOF'
-import cupy, torch
+import cupy, torch, xpgrad
+print(f"xpgrad {xpgrad.__version__} from {xpgrad.__file__}")
 n = cupy.cuda.runtime.getDeviceCount()
 print(f"cupy {cupy.__version__}: {n} GPU(s), CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}")
 print(f"torch {torch.__version__}: cuda available {torch.cuda.is_available()}, {torch.cuda.device_count()} GPU(s)")

@@ -1,0 +1,60 @@
+"""The GPU scripts, run as far as a machine without a GPU allows.
+
+``scripts/gpu_smoke.py`` has a dry run on torch's CPU device that goes through the same
+code as its torch-CUDA checks; ``scripts/gpu_check.sh`` is at least valid bash and reads
+the torch pin it installs from pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _smoke() -> Any:
+    spec = importlib.util.spec_from_file_location("gpu_smoke", _ROOT / "scripts" / "gpu_smoke.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_smoke_dry_run_on_torch_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    smoke = _smoke()
+    assert smoke.main(["--torch-device", "cpu", "--skip-cupy", "--skip-demo"]) == 0
+    out = capsys.readouterr().out
+    assert "3 passed, 0 failed" in out, out
+    assert out.count("PASS torch on cpu") == 3, out
+
+
+def test_gpu_smoke_reports_a_failing_check(capsys: pytest.CaptureFixture[str]) -> None:
+    smoke = _smoke()
+
+    @smoke.check("a check that fails")
+    def bad() -> str:
+        raise ValueError("wrong gradient")
+
+    smoke.run(bad)
+    assert smoke.RESULTS == [("a check that fails", False, "ValueError: wrong gradient")]
+    assert "FAIL a check that fails: ValueError: wrong gradient" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_gpu_check_script_is_valid_bash_and_reads_the_torch_pin() -> None:
+    script = _ROOT / "scripts" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    sed = re.search(r"TORCH_VERSION=\$\(sed -n '([^']*)' pyproject.toml\)", script.read_text(encoding="utf-8"))
+    assert sed is not None
+    pin = subprocess.run(["sed", "-n", sed.group(1), str(_ROOT / "pyproject.toml")], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pin), pin
+    assert f'torch = ["torch=={pin}"]' in (_ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -126,10 +126,34 @@ def _distinct_abs(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.n
     return [unit * new]
 
 
+def _distinct_sums(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+    """Entries >= 0.2 whose row sums and column sums of absolute values are all distinct
+    (no tie in the max/min over rows or columns of the matrix 1- and inf-norms).
+
+    The k-th smallest magnitude of each matrix becomes 0.2 + 0.05 * 2**k plus under 0.01 of the drawn
+    magnitude: disjoint sets of entries (two rows, two columns) then differ by at least
+    0.05 in the powers of two, more than the drawn parts of a row or column can make up.
+    """
+    a = arrays[0]
+    mag = np.abs(a)
+    per_matrix = mag.reshape(-1, a.shape[-2] * a.shape[-1])  # ranks within each matrix of a batch
+    rank = np.argsort(np.argsort(per_matrix, axis=-1, kind="stable"), axis=-1).reshape(a.shape)
+    side = max(a.shape[-2:])
+    new = 0.2 + 0.05 * 2.0 ** rank + 0.01 / side * mag / (1.0 + mag.max(initial=0.0))
+    unit = np.where(mag > 0, a / np.where(mag > 0, mag, 1), 1)
+    return [unit * new]
+
+
 def _norm_prep(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
     if params.get("ord") in (2, -2, "nuc"):
         return _svd_prep()(arrays, params)
     return _distinct_abs(arrays, params)
+
+
+def _matrix_norm_prep(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+    if params.get("ord") in (1, -1, INF, -INF):
+        return _distinct_sums(arrays, params)
+    return _norm_prep(arrays, params)
 
 
 # ---------------------------------------------------------------- fns
@@ -380,7 +404,7 @@ CASES = [
     OpCase("vector_norm", lambda xp, a, **kw: xp.linalg.vector_norm(a, **kw), shapes=_norm_shapes, params=_chosen,
            prepare=_distinct_abs, complex=True, torch_fn=_t_vector_norm),
     OpCase("matrix_norm", lambda xp, a, **kw: xp.linalg.matrix_norm(a, **kw),
-           shapes=_matrix_norm_shapes(["fro", 1, -1, INF, -INF]), params=_chosen, prepare=_norm_prep, complex=True,
+           shapes=_matrix_norm_shapes(["fro", 1, -1, INF, -INF]), params=_chosen, prepare=_matrix_norm_prep, complex=True,
            torch_fn=_t_matrix_norm),
     OpCase("matrix_norm_svd", lambda xp, a, **kw: xp.linalg.matrix_norm(a, **kw),
            shapes=_matrix_norm_shapes([2, -2, "nuc"]), params=_chosen, prepare=_norm_prep, complex=True,

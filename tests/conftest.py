@@ -45,7 +45,7 @@ _CI_SHARE = {"numpy": 1.0, "array_api_strict": 0.5, "torch": 0.5, "cupy": 0.5, "
 
 def examples_for(backend: str) -> int:
     """How many hypothesis examples a per-backend sweep draws on ``backend``."""
-    n = settings.default.max_examples
+    n = settings().max_examples  # the loaded profile's
     if os.environ.get("HYPOTHESIS_PROFILE", "ci") not in ("ci", "debug"):
         return n
     return max(1, round(n * _CI_SHARE.get(backend, 0.5)))

@@ -316,6 +316,11 @@ def _t_solve(t: Any, a: Any, b: Any) -> Any:
 
 
 def _t_vector_norm(t: Any, a: Any, **kw: Any) -> Any:
+    if kw["ord"] == 0 and a.is_complex():
+        # torch's ord=0 (a count of nonzeros) of a complex tensor warns "Casting complex
+        # values to real discards the imaginary part" inside torch; the count of |a| is
+        # the same number, with the same (zero) gradient
+        a = a.abs()
     return t.linalg.vector_norm(a, ord=kw["ord"], dim=kw["axis"], keepdim=kw["keepdims"])
 
 

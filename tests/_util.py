@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 import xpgrad as xg
+
+#: the repository's root (docs/ and scripts/ sit there in a source checkout)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relpath: str) -> ModuleType:
+    """A script of the repository (``"docs/gen_graph.py"``) imported as a module."""
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        msg = f"load_script: cannot import {path}"
+        raise ImportError(msg)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def to_numpy(a: Any) -> np.ndarray:

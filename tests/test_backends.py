@@ -16,7 +16,6 @@ limitations, checked against the xfail reasons here.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 
 import xpgrad as xg
 
+from ._util import load_script
 from .conftest import _load, _selected
 
 
@@ -281,10 +281,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 def test_docs_list_every_xfail_reason() -> None:
     """docs/backends.md lists each backend's limitations with the reasons the tests give."""
-    spec = importlib.util.spec_from_file_location("gen_backend_limits", _ROOT / "docs" / "gen_backend_limits.py")
-    assert spec is not None and spec.loader is not None
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_script("docs/gen_backend_limits.py")
     page = (_ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
     assert gen.START in page and gen.END in page
     assert gen.rewrite(page) == page, (

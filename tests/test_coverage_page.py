@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from ._util import load_script
 
 _ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gen():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_coverage", _ROOT / "docs" / "gen_coverage.py")
-    assert spec is not None and spec.loader is not None
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    return gen
+    return load_script("docs/gen_coverage.py")
 
 
 def test_coverage_page_is_up_to_date() -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from ._util import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[^\s`]*)[^\n]*$")
 # a backend a page needs: imported, or named as a string (`default_device("torch")`)
@@ -196,11 +198,7 @@ def test_doc_examples_run(path: Path, tmp_path: Path) -> None:
 
 
 def _gen_graph() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_graph", ROOT / "docs" / "gen_graph.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/gen_graph.py")
 
 
 @pytest.mark.skipif(not (ROOT / "docs" / "gen_graph.py").is_file(), reason="docs/ is not next to the tests (not a source checkout)")

@@ -7,24 +7,19 @@ the torch pin it installs from pyproject.toml.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[1]
+from ._util import ROOT as _ROOT
+from ._util import load_script
 
 
 def _smoke() -> Any:
-    spec = importlib.util.spec_from_file_location("gpu_smoke", _ROOT / "scripts" / "gpu_smoke.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/gpu_smoke.py")
 
 
 def test_gpu_smoke_dry_run_on_torch_cpu(capsys: pytest.CaptureFixture[str]) -> None:

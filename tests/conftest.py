@@ -73,9 +73,7 @@ class Backend:
             return torch.asarray(a.copy(), device=self.device)
         if self.name == "cupy":
             return self.xp.asarray(a)
-        if self.device is not None:
-            return self.xp.asarray(a.copy(), device=self.device)
-        return self.xp.asarray(a.copy())
+        return self.xp.asarray(a.copy(), device=self.device)
 
     def policy(self, **kw: Any) -> Any:
         """``xg.default_device`` for this backend's library and test device."""

@@ -31,6 +31,7 @@ import xpgrad as xg
 from xpgrad._policy import _POLICY
 from xpgrad.autograd._grad_mode import GRAD_ENABLED
 
+from ._util import to_numpy
 from .conftest import Backend, _selected
 
 _BUILTINS = (TypeError, ValueError, RuntimeError, ImportError)
@@ -39,19 +40,7 @@ _BUILTINS = (TypeError, ValueError, RuntimeError, ImportError)
 # ====================================================================== the helper
 def _host(a: Any) -> Any:
     """A NumPy copy of an array of any library (None stays None)."""
-    if a is None:
-        return None
-    if isinstance(a, xg.Tensor):
-        a = a.data
-    if hasattr(a, "compute"):
-        a = a.compute()
-    if hasattr(a, "detach"):
-        return a.detach().cpu().numpy().copy()
-    if type(a).__module__.startswith("array_api_strict"):
-        import array_api_strict as strict
-
-        a = a.to_device(strict.Device("CPU_DEVICE"))
-    return np.array(a, copy=True)
+    return None if a is None else np.array(to_numpy(a), copy=True)
 
 
 def _snap_one(v: Any) -> Any:

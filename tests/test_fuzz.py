@@ -44,6 +44,7 @@ from xpgrad.autograd._core import PRIMITIVES
 
 from . import _fuzz
 from ._fuzz import OPS, Program, programs
+from ._util import to_numpy as _np
 from .conftest import Backend
 
 torch = pytest.importorskip("torch")
@@ -109,11 +110,6 @@ def _step_of(prog: Program, i: int) -> str:
 
 
 # ---------------------------------------------------------------- running a program
-def _np(t: Any) -> np.ndarray:
-    """A torch tensor as NumPy; ``force``: torch answers some zero gradients with a ZeroTensor."""
-    return t.detach().numpy(force=True)  # type: ignore[no-any-return]
-
-
 def run_torch(prog: Program) -> dict[str, Any]:
     """Values, gradients and (if asked) the HVP of ``prog`` in PyTorch (float64)."""
     f = prog.compile("torch", {"torch": torch})

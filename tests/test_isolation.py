@@ -27,6 +27,8 @@ import pytest
 
 import xpgrad as xg
 
+from ._util import to_numpy
+
 strict = pytest.importorskip("array_api_strict", reason="array-api-strict is not installed; install xpgrad[strict]")
 
 CPU = strict.Device("CPU_DEVICE")
@@ -42,10 +44,7 @@ SPECS: list[tuple[str, str | None, str]] = [
 
 
 def _host(a: Any) -> np.ndarray:
-    a = a.data if isinstance(a, xg.Tensor) else a
-    if type(a).__module__.startswith("array_api_strict"):
-        a = a.to_device(CPU)
-    return np.asarray(a)
+    return to_numpy(a)
 
 
 def _train(lib: str, device: str | None, dtype: str, seed: int, sync: Callable[[], None]) -> dict[str, Any]:

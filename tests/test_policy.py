@@ -18,6 +18,8 @@ import pytest
 import xpgrad as xg
 from xpgrad._backends import load_namespace
 
+from ._util import to_numpy
+
 
 def lib_of(policy: xg.DevicePolicy) -> str:
     return policy.xp.__name__
@@ -346,9 +348,4 @@ def test_eight_threads_under_eight_policies() -> None:
 
 
 def _host(t: xg.Tensor) -> np.ndarray:
-    d = t.data
-    if type(d).__module__.startswith("array_api_strict"):
-        d = d.to_device(xps.Device("CPU_DEVICE"))
-    if hasattr(d, "detach"):
-        d = d.detach().numpy()
-    return np.asarray(d, dtype=np.float64)
+    return np.asarray(to_numpy(t), dtype=np.float64)

@@ -12,6 +12,8 @@ import pytest
 import xpgrad as xg
 from xpgrad import random as xr
 
+from ._util import to_numpy
+
 
 def ref(seed: int) -> np.random.Generator:
     """The documented host generator: NumPy's PCG64."""
@@ -20,16 +22,7 @@ def ref(seed: int) -> np.random.Generator:
 
 def host(t: Any) -> np.ndarray:
     assert isinstance(t, xg.Tensor)
-    d = t.data
-    if hasattr(d, "compute"):
-        d = d.compute()
-    if hasattr(d, "detach"):
-        d = d.detach().cpu().numpy()
-    if type(d).__module__.startswith("array_api_strict"):
-        import array_api_strict as xps
-
-        d = d.to_device(xps.Device("CPU_DEVICE"))  # strict refuses host copies from other devices
-    return np.asarray(d)
+    return to_numpy(t)
 
 
 # ----------------------------------------------------------------- same seed, same numbers

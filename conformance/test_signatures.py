@@ -69,4 +69,9 @@ def test_namespace_names() -> None:
 def test_array_namespace_of_a_tensor_is_xpgrad() -> None:
     import array_api_compat
 
-    assert array_api_compat.array_namespace(xg.asarray([1.0])) is xg
+    t = xg.asarray([1.0])
+    xp = array_api_compat.array_namespace(t)
+    assert xp is xg.array_namespace(t) and xp.__name__ == "xpgrad"  # bound to t's library and device
+    assert xp.__array_api_version__ == xg.__array_api_version__
+    for name in ("asarray", "zeros", "linspace", "from_dlpack"):  # the bound functions keep the standard's signature
+        assert inspect.signature(getattr(xp, name)) == inspect.signature(getattr(xg, name)), name

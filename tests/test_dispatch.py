@@ -11,6 +11,7 @@ import pytest
 
 import xpgrad as xg
 from xpgrad import _dispatch
+from xpgrad._bound import BoundNamespace
 
 
 def test_raw_arrays_give_their_backend_namespace(backend: Any) -> None:
@@ -28,11 +29,15 @@ def test_bare_numpy_gives_the_compat_namespace() -> None:
     assert xg.array_namespace(np.float64(1.0), np.ones(2)) is array_api_compat.numpy
 
 
-def test_tensors_give_the_xpgrad_namespace(backend: Any) -> None:
+def test_tensors_give_the_xpgrad_namespace_bound_to_them(backend: Any) -> None:
     t = xg.asarray(backend.asarray(np.ones(2)))
-    assert xg.array_namespace(t) is xg
-    assert xg.array_namespace(t, backend.asarray(np.ones(2)), 2.0) is xg
-    assert t.__array_namespace__() is xg
+    xp = xg.array_namespace(t)
+    assert isinstance(xp, BoundNamespace) and xp.__name__ == "xpgrad"
+    assert xp.binding == (_dispatch.public_namespace(_dispatch.backend_namespace(t)), array_api_compat.device(t.data))
+    assert xg.array_namespace(t, backend.asarray(np.ones(2)), 2.0) is xp
+    assert t.__array_namespace__() is xp
+    assert array_api_compat.array_namespace(t) is xp  # what SciPy, scikit-learn, array-api-extra call
+    assert xp.sin is xg.sin  # everything but creation is the xpgrad namespace itself
     # the backend namespace is the one under the Tensor
     assert _dispatch.backend_namespace(t).__name__ == backend.xp.__name__
 

@@ -29,7 +29,9 @@ def test_namespace_names_and_signatures() -> None:
         ours = inspect.signature(getattr(xg.fft, name)).parameters.values()
         theirs = inspect.signature(getattr(strict.fft, name)).parameters.values()
         assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs], name
-    assert xg.array_namespace(xg.asarray([1.0])).fft is xg.fft
+    bound = xg.array_namespace(xg.asarray([1.0])).fft
+    assert bound.fft is xg.fft.fft and bound.rfftn is xg.fft.rfftn
+    assert bound.fftfreq(4).shape == (4,)  # the creation functions are bound to the Tensor's library
 
 
 def test_every_fft_function_is_differentiable_or_declared() -> None:

@@ -30,6 +30,8 @@ from xpgrad.testing import check_grads
 xpx = pytest.importorskip("array_api_extra")
 
 from ._third_party_scipy import CASES as SCIPY_CASES  # noqa: E402 - after the importorskip
+from ._third_party_scipy import XFAIL as SCIPY_XFAIL  # noqa: E402
+from .conftest import _selected  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(7)
@@ -86,6 +88,11 @@ XPX: dict[str, tuple[Callable[[Any], Any], np.ndarray, int]] = {
     "at_multiply_copy": (lambda x: xpx.at(x, (slice(None), 1)).multiply(x[:, 0], copy=True), X, 2),
     "at_mask_multiply": (lambda x: xpx.at(x * 1.0)[x > 0].multiply(3.0), V[1:], 2),
     "at_int_index_add": (lambda x: xpx.at(x * 1.0)[_const(x, np.array([0, 2, 5]))].add(x[1]), V, 2),
+    "at_subtract": (lambda x: xpx.at(x * 1.0)[1:3].subtract(x[0] * x[4]), V, 2),
+    "at_power": (lambda x: xpx.at(x + 3.0)[::2].power(x[1] + 2.0), V, 2),
+    "at_min": (lambda x: xpx.at(x * 1.0)[:4].min(x[5] * 0.5), V, 2),
+    "at_max": (lambda x: xpx.at(x * 1.0)[2:].max(x[0] + 0.3), V, 2),
+    "at_max_copy": (lambda x: xpx.at(x, (slice(None), 0)).max(x[:, 1], copy=True), X, 2),
     "at_2d_divide": (lambda x: xpx.at(_ns(x).exp(x))[:, 1].divide(x[:, 0] ** 2 + 1.0), X, 2),
 }
 
@@ -112,26 +119,20 @@ XFAIL = {
 
 
 @pytest.mark.parametrize("name", list(XPX))
-def test_array_api_extra_gradient(name: str, backend: Any) -> None:
+def test_array_api_extra_gradient(name: str, backend: Any, request: pytest.FixtureRequest) -> None:
     f, a, order = XPX[name]
     reason = XFAIL.get((name, backend.name))
     if reason is not None:
-        pytest.xfail(reason)
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     x = backend.asarray(a)
     before = backend.to_numpy(x).copy()
-    # the arrays these functions create from scratch (xp.zeros(..., device=device(x))) come
-    # from the policy's library: a device string like "cpu" does not tell NumPy from Dask
-    with backend.policy():
-        check_grads(f, x, order=order)
+    # no default_device block: the arrays these functions create from scratch
+    # (xp.asarray(0.0), xp.zeros(..., device=device(x))) follow the bound namespace of x
+    check_grads(f, x, order=order)
     np.testing.assert_array_equal(backend.to_numpy(x), before, err_msg=f"{name}: input mutated")
 
 
 def test_one_hot_and_isclose_are_constants(backend: Any) -> None:
-    with backend.policy():
-        _one_hot_and_isclose(backend)
-
-
-def _one_hot_and_isclose(backend: Any) -> None:
     idx = xg.asarray(backend.asarray(np.array([0, 2, 1])))
     oh = xpx.one_hot(idx, 3)
     assert isinstance(oh, xg.Tensor) and not oh.requires_grad
@@ -157,22 +158,41 @@ def test_at_set_cuts_the_gradient_of_the_overwritten_entries() -> None:
 
 
 # ---------------------------------------------------------------------- SciPy, scikit-learn
-@pytest.fixture(scope="module")
-def scipy_results() -> dict[str, dict[str, str]]:
-    """Run every SciPy / scikit-learn case once per backend, in a fresh process."""
-    pytest.importorskip("scipy")
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests._third_party_scipy", "numpy,array_api_strict"],
-        capture_output=True, text=True, timeout=900, check=False, cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def _scipy_results(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every SciPy / scikit-learn case on one backend, run once in a fresh process.
+
+    The result is kept in a JSON file shared by the pytest-xdist workers (a lock file
+    makes the first worker that needs a backend run it and the others wait for it).
+    """
+    import fcntl
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    # under pytest-xdist each worker has its own basetemp inside the run's; share the run's
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / f"third_party_scipy_{backend_name}.json"
+    with open(shared / f"third_party_scipy_{backend_name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            proc = subprocess.run(
+                [sys.executable, "-m", "tests._third_party_scipy", backend_name],
+                capture_output=True, text=True, timeout=900, check=False, cwd=ROOT,
+            )
+            assert proc.returncode == 0, proc.stderr[-4000:]
+            out.write_text(proc.stdout.strip().splitlines()[-1])
+    return json.loads(out.read_text())[backend_name]
 
 
-@pytest.mark.parametrize("backend_name", ["numpy", "array_api_strict"])
+@pytest.mark.parametrize("backend_name", _selected())
 @pytest.mark.parametrize("name", list(SCIPY_CASES))
-def test_scipy_and_sklearn_gradient(name: str, backend_name: str, scipy_results: dict[str, dict[str, str]]) -> None:
-    res = scipy_results[backend_name][name]
+def test_scipy_and_sklearn_gradient(
+    name: str, backend_name: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    pytest.importorskip("scipy")
+    reason = SCIPY_XFAIL.get((name, backend_name))
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    res = _scipy_results(backend_name, tmp_path_factory)[name]
     if res.startswith("skip:"):
         pytest.skip(res[5:].strip())
     assert res == "ok", f"{name} on {backend_name}: {res}"

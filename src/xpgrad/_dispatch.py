@@ -22,7 +22,7 @@ from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradType
 if TYPE_CHECKING:
     from .autograd._tensor import Tensor
 
-__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "public_namespace"]
+__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "public_namespace", "tensor_namespace"]
 
 _SCALARS = (bool, int, float, complex, type(None))
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
@@ -191,9 +191,12 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
 
     Raw arrays give their own library's namespace (NumPy arrays give
     ``array_api_compat.numpy``). If any argument is an xpgrad Tensor, the result is
-    the ``xpgrad`` namespace itself, so generic code keeps recording gradients;
-    raw arrays mixed with Tensors must come from the Tensors' backend. Python
-    scalars and None are ignored.
+    the xpgrad namespace *bound* to the arguments' library and device (a
+    :class:`~xpgrad._bound.BoundNamespace`, whose ``__name__`` is ``"xpgrad"``), so
+    generic code keeps recording gradients, and the arrays it creates
+    (``xp.asarray(2.0)``, ``xp.zeros(n)``) land next to its inputs; raw arrays
+    mixed with Tensors must come from the Tensors' backend. Python scalars and
+    None are ignored.
 
     Raises:
         NamespaceMismatchError: arrays from two libraries (names both types).
@@ -205,12 +208,23 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
         'array_api_compat.numpy'
         >>> xg.array_namespace(xg.asarray([1.0]), np.ones(1)).__name__
         'xpgrad'
+        >>> xg.array_namespace(xg.asarray([1.0]))
+        <xpgrad namespace bound to numpy on 'cpu'>
     """
     xp = backend_namespace(*xs)
-    check_devices(*xs)
+    device = check_devices(*xs)
     T = _tensor_type()
+    public = _PUBLIC.get(id(xp), xp)
     if any(isinstance(x, T) for x in xs):
-        import xpgrad
+        from ._bound import bound_namespace
 
-        return xpgrad
-    return _PUBLIC.get(id(xp), xp)
+        return bound_namespace(public, device)
+    return public
+
+
+def tensor_namespace(data: Any) -> Any:
+    """The bound xpgrad namespace of one Tensor's backend array (``Tensor.__array_namespace__``)."""
+    from ._bound import bound_namespace
+
+    xp = backend_namespace(data)
+    return bound_namespace(_PUBLIC.get(id(xp), xp), array_api_compat.device(data))

@@ -340,9 +340,9 @@ class Tensor:
         if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
             msg = f"__array_namespace__: unsupported api_version {api_version!r}; supported: {_SUPPORTED_API_VERSIONS}"
             raise XpgradValueError(msg)
-        import xpgrad
+        from .._dispatch import tensor_namespace
 
-        return xpgrad
+        return tensor_namespace(self.data)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         return self.data.__dlpack__(*args, **kwargs)

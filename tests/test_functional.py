@@ -46,8 +46,10 @@ def test_value_and_grad_argnums_and_aux(backend: Any) -> None:
 def test_output_independent_of_input_gives_zeros() -> None:
     g = xg.grad(lambda w, x: xg.sum(x * 2.0))(np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     np.testing.assert_array_equal(g, [0.0, 0.0])
-    g = xg.grad(lambda w: 3.0)(np.array([1.0]))
+    g = xg.grad(lambda w: np.asarray(3.0))(np.array([1.0]))  # a constant array: zeros, as in JAX
     np.testing.assert_array_equal(g, [0.0])
+    with pytest.raises(xg.CutGraphError, match="returned a Python float, not an array"):
+        xg.grad(lambda w: 3.0)(np.array([1.0]))  # a Python number is never an output (tests/test_cut_graph.py)
 
 
 def test_errors() -> None:

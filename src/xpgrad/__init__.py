@@ -33,6 +33,7 @@ from ._dispatch import array_namespace
 from ._exceptions import (
     AnomalyError,
     BackendNotInstalledError,
+    CutGraphError,
     DeviceMismatchError,
     DTypeUnavailableError,
     GraphFreedError,

@@ -24,6 +24,7 @@ from typing import Any
 
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .autograd import _cut
 from .autograd._core import FWD_LEVELS, Primitive, _record
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
@@ -394,18 +395,33 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             for a in leaves
         ]
         tangents = t.unflatten(call.args, dummies)
-        with enable_grad():
-            _, tout, _who = self._run_rule(tuple(primals), tuple(tangents))
+        # a tangent converted to a Python number (t.item()) leaves the tape: forward mode
+        # still gets the right value, but the transposed rule a zero; refuse that
+        window = _cut.open_window(f"custom_jvp {self.__name__}")
+        try:
+            with enable_grad():
+                _, tout, _who = self._run_rule(tuple(primals), tuple(tangents))
+        finally:
+            _cut.close(window)
         touts = t.leaves_of(tout)
         cts = t.leaves_of(ct)
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]
-        if not live or not diff:
+        if not diff:
             return [None] * len(call.pos)
-        seeds = [_seed(o, c, "custom_jvp") for o, c in live]
-        res = _engine_call([o for o, _ in live], seeds, graph, graph, diff, "custom_jvp")
+        res: Any = [None] * len(diff)
+        if live:
+            seeds = [_seed(o, c, "custom_jvp") for o, c in live]
+            res = _engine_call([o for o, _ in live], seeds, graph, graph, diff, "custom_jvp")
+        if window.cuts and any(r is None for r in res):
+            _cut.check_reverse(
+                window.name, f"the jvp rule {_fname(self.jvp)}", window.cuts, diff, list(res),
+                lambda k: f"tangent {k}", " (reverse mode transposes the rule on the tape, so tangent_out must "
+                "be computed from the tangents with array operations)")
+        if not live:
+            return [None] * len(call.pos)
         it = iter(res)
         out = []
         for d in targets:

@@ -12,6 +12,7 @@ type a caller would naturally catch, so ``except ValueError`` keeps working::
     │   └── DTypeUnavailableError         the namespace (or device) lacks the dtype
     ├── XpgradRuntimeError(RuntimeError)
     │   ├── NonDifferentiableError        a gradient through a function that has none
+    │   │   └── CutGraphError             a gradient through a conversion to a Python number or NumPy
     │   ├── InPlaceModificationError      a value saved for backward was changed
     │   ├── GraphFreedError               a second backward through freed buffers
     │   └── AnomalyError                  a NaN appeared under detect_anomaly()
@@ -25,6 +26,7 @@ from __future__ import annotations
 __all__ = [
     "AnomalyError",
     "BackendNotInstalledError",
+    "CutGraphError",
     "DTypeUnavailableError",
     "DeviceMismatchError",
     "GraphFreedError",
@@ -73,6 +75,22 @@ class DTypeUnavailableError(XpgradValueError):
 
 class NonDifferentiableError(XpgradRuntimeError):
     """A gradient was requested through a function or argument that has none."""
+
+
+class CutGraphError(NonDifferentiableError):
+    """A gradient was requested through a cut graph: the differentiated function's result
+    is not an array, or was computed from a traced value converted to a Python number or
+    to NumPy (``float``, ``int``, ``complex``, ``item``, ``tolist``, ``math.*``, ``np.asarray``),
+    so the gradient would silently be zero. Names the conversion, the value and the line.
+
+    Examples:
+        >>> import math, numpy as np, xpgrad as xg
+        >>> try:
+        ...     xg.grad(lambda a: math.exp(a))(np.asarray(1.0))
+        ... except xg.CutGraphError as e:
+        ...     print(str(e).splitlines()[0])
+        grad: <lambda> returned a Python float, not an array, so its derivative would be silently zero.
+    """
 
 
 class InPlaceModificationError(XpgradRuntimeError):

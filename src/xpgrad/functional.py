@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._exceptions import XpgradTypeError, XpgradValueError
+from .autograd import _cut
 from .autograd._core import FWD_LEVELS, apply, forward_level, primitive
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED
@@ -115,13 +116,13 @@ def _unwrap(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
-def _check_output(out: Any, func: str) -> Tensor | None:
+def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
     if isinstance(out, Tensor):
         t = out
     elif _is_array(out):
         t = Tensor(out)
     elif isinstance(out, _SCALARS):
-        return None
+        _cut.number_output(func, fname, out, cuts)  # raises: a Python number carries no gradient
     else:
         msg = f"{func}: the function must return a scalar array, got {type(out).__name__}"
         raise XpgradTypeError(msg)
@@ -155,8 +156,11 @@ def value_and_grad(
             a complex output is refused, as in JAX and PyTorch: take ``xg.real`` or
             ``xg.abs`` of it to differentiate a real quantity.
 
-    Gradients come back as the argument's own array type. Outputs that do not depend
-    on an argument give zeros, as in JAX.
+    Gradients come back as the argument's own array type. An output array that does
+    not depend on an argument gives zeros, as in JAX. A result that is a Python number,
+    or that was computed from a value converted to one (``float``, ``.item()``,
+    ``math.exp``) or to NumPy, raises :class:`~xpgrad.CutGraphError` instead of
+    returning a zero gradient; converting only to log a value is fine.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -199,9 +203,11 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
                 wrapped[k] = _tree_map(_as_tensor, a)
         token = _DEPTH.set(depth + 1)
         gtoken = GRAD_ENABLED.set(True)
+        window = _cut.open_window(name)
         try:
             out = f(*wrapped, **kwargs)
         finally:
+            _cut.close(window)
             GRAD_ENABLED.reset(gtoken)
             _DEPTH.reset(token)
         if has_aux:
@@ -209,15 +215,17 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
                 msg = f"{name}: has_aux=True requires {func} to return a (value, aux) pair"
                 raise XpgradTypeError(msg)
             out, aux = out
-        value = _check_output(out, name)
+        value = _check_output(out, name, func, window.cuts)
         flat = [t for leaves in diff_leaves for t in leaves]
         _check_holomorphic(value, flat, holomorphic, name, func)
         create_graph = _record_backward(depth)
-        if value is not None and value.requires_grad:
+        if value.requires_grad:
             seed = _seed(value, None, name)
             res = _engine_call([value], [seed], create_graph, create_graph, flat, name)
         else:
             res = [None] * len(flat)
+        if window.cuts and any(g is None for g in res):  # a zero gradient: was the graph cut?
+            _cut.check_reverse(name, func, window.cuts, flat, res, functools.partial(_arg_label, idx, diff_leaves))
         grads = []
         for t, g in zip(flat, res):
             if g is None:
@@ -237,7 +245,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
             _tree_map(lambda orig: _like(orig, next(it), depth), args[n]) for n in idx
         ]
         g_out = trees[0] if single else tuple(trees)
-        v_out: Any = out if value is None else value
+        v_out: Any = value
         if raw_in:
             v_out = _unwrap(v_out)
         if has_aux:
@@ -248,12 +256,19 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
     return wrapper
 
 
-def _check_holomorphic(value: Tensor | None, flat: list[Tensor], holomorphic: bool, name: str, func: str) -> None:
+def _arg_label(idx: list[int], diff_leaves: list[list[Tensor]], k: int) -> str:
+    """How to name flat input ``k`` of a transform over arguments ``idx`` (for messages)."""
+    for n, leaves in zip(idx, diff_leaves):
+        if k < len(leaves):
+            return f"argument {n}" + (f" (leaf {k} of its tree)" if len(leaves) > 1 else "")
+        k -= len(leaves)
+    return f"input {k}"
+
+
+def _check_holomorphic(value: Tensor, flat: list[Tensor], holomorphic: bool, name: str, func: str) -> None:
     """A complex output needs holomorphic=True, and holomorphic=True needs complex inputs (as JAX)."""
     from .ops._common import is_complex
 
-    if value is None:
-        return
     if not holomorphic and is_complex(value.data):
         msg = (
             f"{name}: {func} returned a complex output ({value.dtype}); {name} differentiates a real "
@@ -281,7 +296,13 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
         >>> float(d2(np.array(2.0)))
         12.0
     """
-    vg = _value_and_grad(f, argnums, has_aux, "grad", holomorphic)
+    return _grad(f, argnums, has_aux, holomorphic, "grad")
+
+
+def _grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, holomorphic: bool,
+          name: str) -> Callable[..., Any]:
+    """:func:`grad`, with ``name`` (the transform the user called) in error messages."""
+    vg = _value_and_grad(f, argnums, has_aux, name, holomorphic)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -408,21 +429,29 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
         >>> pull(np.array([1.0, 10.0]))
         (array([ 3., 40.]), array([ 1., 20.]))
     """
-    func = "vjp"
+    return _vjp(f, primals, has_aux, "vjp")
+
+
+def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str) -> Any:
+    """:func:`vjp`, with ``func`` (the transform the user called) in error messages."""
+    fname = getattr(f, "__name__", "f")
     depth = _DEPTH.get()
     raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in _leaves(primals))
     wrapped = [_tree_map(functools.partial(_diff_input, func=func, argnum=k), p) for k, p in enumerate(primals)]
     flat = _leaves(wrapped)
     token = _DEPTH.set(depth + 1)
     gtoken = GRAD_ENABLED.set(True)
+    window = _cut.open_window(func)
     try:
         out = f(*wrapped)
     finally:
+        _cut.close(window)
         GRAD_ENABLED.reset(gtoken)
         _DEPTH.reset(token)
     if has_aux:
         out, aux = _split_aux(out, func, f)
-    outs = [_output_tensor(o, func) for o in _leaves(out)]
+    cuts = window.cuts
+    outs = [_output_tensor(o, func, fname, cuts) for o in _leaves(out)]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
         cts = _leaves(_tree_map2(lambda o, c: c, out, cotangents, func, "the cotangents and the outputs"))
@@ -439,6 +468,9 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
         res: list[Any] = [None] * len(flat)
         if live:
             res = _engine_call(live, seeds, True, create_graph, flat, func)
+        if cuts and any(g is None for g in res):  # a zero cotangent: was the graph cut?
+            per = [_leaves(w) for w in wrapped]
+            _cut.check_reverse(func, fname, cuts, flat, res, functools.partial(_arg_label, list(range(len(per))), per))
         as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0
         grads = [_zeros_for(t, as_tensor) if g is None else _as(g, as_tensor) for t, g in zip(flat, res)]
         return tuple(_unflatten(primals, grads)[k] for k in range(len(primals)))
@@ -463,11 +495,13 @@ def _split_aux(out: Any, func: str, f: Callable[..., Any]) -> tuple[Any, Any]:
     return out
 
 
-def _output_tensor(o: Any, func: str) -> Tensor:
+def _output_tensor(o: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
     if isinstance(o, Tensor):
         return o
     if _is_array(o):
         return Tensor(o)
+    if isinstance(o, _SCALARS):
+        _cut.number_output(func, fname, o, cuts)  # raises: a Python number carries no gradient
     msg = f"{func}: the function must return arrays (or lists/tuples/dicts of arrays), got {type(o).__name__}"
     raise XpgradTypeError(msg)
 
@@ -492,7 +526,11 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
         >>> y, dy
         (array([1., 9.]), array([2., 3.]))
     """
-    func = "jvp"
+    return _jvp(f, primals, tangents, has_aux, "jvp")
+
+
+def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool, func: str) -> Any:
+    """:func:`jvp`, with ``func`` (the transform the user called) in error messages."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         msg = (
             f"{func}: primals and tangents must be tuples (or lists) with one entry per argument, "
@@ -511,18 +549,31 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
             for k, (p, t) in enumerate(zip(primals, tangents))
         ]
         token = _DEPTH.set(depth + 1)
+        window = _cut.open_window(func)
         try:
             out = f(*wrapped)
         finally:
+            _cut.close(window)
             _DEPTH.reset(token)
         if has_aux:
             out, aux = _split_aux(out, func, f)
+        _check_tangents(out, level, func, getattr(f, "__name__", "f"), window.cuts)
         pairs = _tree_map(lambda o: _split_tangent(o, level, func, raw_in), out)
     primal_out = _tree_map(lambda p: p[0], pairs)
     tangent_out = _tree_map(lambda p: p[1], pairs)
     if has_aux:
         return primal_out, tangent_out, (_tree_map(_unwrap, aux) if raw_in else aux)
     return primal_out, tangent_out
+
+
+def _check_tangents(out: Any, level: int, func: str, fname: str, cuts: list[Any]) -> None:
+    """Refuse Python numbers among the outputs, and an output without a tangent of ``level``
+    when a value that carried one was converted (the graph was cut: a zero tangent is wrong)."""
+    for k, o in enumerate(_leaves(out)):
+        if isinstance(o, _SCALARS):
+            _cut.number_output(func, fname, o, cuts)  # raises: a Python number carries no tangent
+        if cuts and not (isinstance(o, Tensor) and o._fw and level in o._fw):
+            _cut.check_forward(func, fname, cuts, level, f"output {k}")
 
 
 class _Pair(tuple):  # type: ignore[type-arg]
@@ -621,10 +672,10 @@ def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., 
         >>> y, f_jvp(np.array([1.0]))
         (array([8.]), array([12.]))
     """
-    out = jvp(f, primals, tuple(_tree_map(_zeros_like_any, p) for p in primals))[0]
+    out = _jvp(f, primals, tuple(_tree_map(_zeros_like_any, p) for p in primals), False, "linearize")[0]
 
     def f_jvp(*tangents: Any) -> Any:
-        return jvp(f, primals, tangents)[1]
+        return _jvp(f, primals, tangents, False, "linearize")[1]
 
     return out, f_jvp
 
@@ -672,9 +723,14 @@ def jacobian(
     if mode not in ("rev", "fwd"):
         msg = f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}"
         raise XpgradValueError(msg)
+    return _jacobian(f, argnums, mode, has_aux, holomorphic, "jacrev" if mode == "rev" else "jacfwd")
+
+
+def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, has_aux: bool, holomorphic: bool,
+              name: str) -> Callable[..., Any]:
+    """:func:`jacobian`, with ``name`` (the transform the user called) in error messages."""
     single = isinstance(argnums, int)
     nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    name = "jacrev" if mode == "rev" else "jacfwd"
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -690,6 +746,7 @@ def jacobian(
                 full[i] = d
             return f(*full, **kwargs)
 
+        g.__name__ = getattr(f, "__name__", "f")  # (messages name the user's function)
         diff_args = [args[i] for i in idx]
         if mode == "rev":
             jac, aux = _jacrev(g, diff_args, has_aux, holomorphic, name)
@@ -794,7 +851,7 @@ def _check_complex(leaves: list[Any], holomorphic: bool, name: str, what: str) -
 
 def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool,
             name: str) -> tuple[dict[str, Any], Any]:
-    res = vjp(g, *diff_args, has_aux=has_aux)
+    res = _vjp(g, diff_args, has_aux, name)
     out, pull = res[0], res[1]
     aux = res[2] if has_aux else None
     out_leaves = _leaves(out)
@@ -828,14 +885,14 @@ def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
         per: list[list[Any]] = []
         for k in range(_size(x)):
             tans = [_basis(x, k) if j == xi else z for j, z in enumerate(zeros)]
-            res = jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, tans)), has_aux=has_aux)
+            res = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, tans)), has_aux, name)
             out = res[0]
             if has_aux:
                 aux = res[2]
             per.append(_leaves(res[1]))
         cols.append(per)
     if out is None:  # every input is empty: evaluate once for the output's structure
-        res = jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, zeros)), has_aux=has_aux)
+        res = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, zeros)), has_aux, name)
         out = res[0]
         aux = res[2] if has_aux else None
     out_leaves = _leaves(out)
@@ -860,8 +917,8 @@ def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bo
         array([[ 6.,  0.],
                [ 0., 12.]])
     """
-    inner = jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic)
-    return jacfwd(inner, argnums, has_aux=has_aux, holomorphic=holomorphic)
+    inner = _jacobian(f, argnums, "rev", has_aux, holomorphic, "hessian")
+    return _jacobian(inner, argnums, "fwd", has_aux, holomorphic, "hessian")
 
 
 def hvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
@@ -880,4 +937,4 @@ def hvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         msg = f"hvp: primals must be a tuple (or list) of arguments, got {type(primals).__name__}"
         raise XpgradTypeError(msg)
     argnums: int | tuple[int, ...] = 0 if len(primals) == 1 else tuple(range(len(primals)))
-    return jvp(grad(f, argnums), primals, tangents)[1]
+    return _jvp(_grad(f, argnums, False, False, "hvp"), primals, tangents, False, "hvp")[1]

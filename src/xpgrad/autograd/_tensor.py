@@ -18,6 +18,8 @@ from .._dtypes import DTYPES, dtype_name, fast_name, is_float
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from . import _core
 from ._core import PRIMITIVES, apply, apply1, apply2
+from ._cut import note as _note_cut
+from ._cut import refuse_numpy as _refuse_numpy
 from ._grad_mode import GRAD_ENABLED
 
 __all__ = ["Tensor"]
@@ -282,23 +284,36 @@ class Tensor:
         self.register_hook(keep)
 
     # ------------------------------------------------------------------ conversion
+    # Conversions to Python numbers and to NumPy leave the tape. A traced Tensor's (one
+    # that requires grad or carries a tangent) is noted for the running transform, which
+    # raises CutGraphError if its gradient then comes out zero (see autograd._cut).
     def numpy(self) -> Any:
         """The values as a NumPy array (copied to the host when needed).
+
+        Refused for a Tensor that requires grad (``detach()`` it first): the array would
+        carry no gradient. Inside a transform (``grad``, ``jvp``...) that is a
+        :class:`~xpgrad.CutGraphError` naming the value.
 
         Examples:
             >>> import xpgrad as xg
             >>> xg.asarray([1.0, 2.0]).numpy()
             array([1., 2.])
         """
+        return self._to_host("numpy")
+
+    def _to_host(self, what: str) -> Any:
         if self._requires_grad:
+            _refuse_numpy(self, what)  # raises inside a transform
             msg = "numpy: the tensor requires grad; call detach().numpy() to leave the graph"
             raise XpgradRuntimeError(msg)
+        if self._fw:
+            _note_cut(self, what)
         return _to_numpy(self.data)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         import numpy as np
 
-        out = self.numpy()
+        out = self._to_host("array")
         return out if dtype is None else np.asarray(out, dtype=dtype)
 
     # PyTorch-style conveniences (not part of the standard; they call the namespace)
@@ -321,10 +336,27 @@ class Tensor:
         return xpgrad.reshape(self, shape)
 
     def item(self) -> Any:
-        """The single element as a Python scalar."""
+        """The single element as a Python scalar (which carries no gradient).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.asarray([2.5]).item()
+            2.5
+        """
+        if self._requires_grad or self._fw:
+            _note_cut(self, "item")
         return _to_numpy(self.data).item()
 
     def tolist(self) -> Any:
+        """The values as nested Python lists of Python scalars (which carry no gradient).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.asarray([1.0, 2.0]).tolist()
+            [1.0, 2.0]
+        """
+        if self._requires_grad or self._fw:
+            _note_cut(self, "tolist")
         return _to_numpy(self.data).tolist()
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
@@ -345,6 +377,8 @@ class Tensor:
         return tensor_namespace(self.data)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._requires_grad or self._fw:
+            _note_cut(self, "dlpack")
         return self.data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self) -> Any:
@@ -354,12 +388,18 @@ class Tensor:
         return bool(self.data)
 
     def __int__(self) -> int:
+        if self._requires_grad or self._fw:
+            _note_cut(self, "int")
         return int(self.data)
 
     def __float__(self) -> float:
+        if self._requires_grad or self._fw:
+            _note_cut(self, "float")
         return float(self.data)
 
     def __complex__(self) -> complex:
+        if self._requires_grad or self._fw:
+            _note_cut(self, "complex")
         return complex(self.data)
 
     def __index__(self) -> int:

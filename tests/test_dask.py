@@ -126,7 +126,9 @@ def test_second_order_is_lazy(computes: Computes) -> None:
 def _train(xb: Any, yb: Any, opt_cls: type, steps: int, **opt_kw: Any) -> list[Any]:
     with xg.default_device(xb, dtype="float64", seed=0):
         model = xg.nn.Sequential(xg.nn.Linear(5, 8), xg.nn.Tanh(), xg.nn.Linear(8, 3))
-    opt = opt_cls(model.parameters(), lr=0.05, **opt_kw)
+    # persist_every=None: steps stay lazy (by default each step persists, so that a loop's
+    # graphs stay flat: tests/test_dask_loops.py)
+    opt = opt_cls(model.parameters(), lr=0.05, persist_every=None, **opt_kw)
     for _ in range(steps):
         loss = xg.nn.functional.cross_entropy(model(xg.asarray(xb)), xg.asarray(yb))
         opt.zero_grad()

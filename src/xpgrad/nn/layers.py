@@ -15,6 +15,7 @@ import xpgrad as xg
 from .._backends import resolve_device
 from .._dtypes import dtype_name, to_backend
 from .._exceptions import XpgradTypeError, XpgradValueError
+from .._lazy import note_update
 from .._policy import current_policy
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
@@ -645,6 +646,7 @@ class _BatchNorm(Module):
             tracked = self.num_batches_tracked
             with no_grad():
                 tracked += 1
+            note_update(tracked)  # on Dask: persisted by the next optimizer step
             factor = 1.0 / int(tracked) if self.momentum is None else self.momentum
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats

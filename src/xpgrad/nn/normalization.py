@@ -2,7 +2,9 @@
 
 Both normalize with the biased variance, as PyTorch. ``batch_norm`` in training
 mode also updates the running statistics in place (under ``no_grad``) with the
-unbiased variance, so the buffers of a module follow PyTorch's step for step.
+unbiased variance, so the buffers of a module follow PyTorch's step for step. On
+Dask, running statistics held in Tensors are persisted by the next optimizer step
+(:meth:`xpgrad.optim.Optimizer.persist`), so their graphs do not grow either.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import xpgrad as xg
 
 from .._dispatch import backend_namespace as array_namespace
 from .._exceptions import XpgradValueError
+from .._lazy import note_update
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
 
@@ -36,6 +39,7 @@ def _blend(buf: Any, batch: Tensor, momentum: float) -> None:
     """``buf <- (1 - momentum) * buf + momentum * batch``, in place (a Tensor, or an array of a mutable library)."""
     if isinstance(buf, Tensor):
         buf[...] = xg.astype(buf * (1.0 - momentum) + batch * momentum, buf.dtype)
+        note_update(buf)  # on Dask: the optimizer's next persist includes it, so it does not grow
         return
     new = batch.data * momentum + buf * (1.0 - momentum)
     buf[...] = array_namespace(buf).astype(new, buf.dtype)

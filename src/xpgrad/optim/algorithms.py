@@ -12,6 +12,10 @@ in place we hold the quotient as one more temporary. Peak extra memory of a
 ``step()`` on NumPy, as multiples of the parameter's size (measured with
 tracemalloc in tests/test_optim.py): SGD 1 (2 with Nesterov momentum and weight
 decay), Adam/AdamW 2, RMSprop 2 (3 centered with weight decay), Adagrad 2.
+
+Every optimizer also takes ``persist_every`` (keyword only; see
+:class:`~xpgrad.optim.Optimizer`): on Dask, ``step()`` persists the parameters and
+the state every that many steps (default 1), so a loop's graphs stay flat.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False) -> None:
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 persist_every: int | None = 1) -> None:
         for name, v in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
             _nonneg(name, v, "SGD")
         if nesterov and (momentum <= 0 or dampening != 0):
@@ -66,7 +71,8 @@ class SGD(Optimizer):
                    f"got momentum={momentum}, dampening={dampening}")
             raise XpgradValueError(msg)
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
-                                  "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
+                                  "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize},
+                         persist_every=persist_every)
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
         # d = sign * g (+ wd * p); `own` says whether d is a temporary of this update
@@ -128,7 +134,7 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, persist_every: int | None = 1) -> None:
         who = type(self).__name__
         for name, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
             _nonneg(name, v, who)
@@ -136,7 +142,7 @@ class Adam(Optimizer):
             msg = f"{who}: betas must be in [0, 1), got {betas!r}"
             raise XpgradValueError(msg)
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                                  "amsgrad": amsgrad, "maximize": maximize})
+                                  "amsgrad": amsgrad, "maximize": maximize}, persist_every=persist_every)
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -192,8 +198,8 @@ class AdamW(Adam):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize: bool = False, persist_every: int | None = 1) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, persist_every=persist_every)
 
 
 class RMSprop(Optimizer):
@@ -207,12 +213,13 @@ class RMSprop(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, persist_every: int | None = 1) -> None:
         for name, v in (("lr", lr), ("alpha", alpha), ("eps", eps), ("weight_decay", weight_decay),
                         ("momentum", momentum)):
             _nonneg(name, v, "RMSprop")
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
-                                  "momentum": momentum, "centered": centered, "maximize": maximize})
+                                  "momentum": momentum, "centered": centered, "maximize": maximize},
+                         persist_every=persist_every)
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
         lr, alpha, eps, wd, mom = group["lr"], group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
@@ -277,13 +284,14 @@ class Adagrad(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
-                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False) -> None:
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False,
+                 persist_every: int | None = 1) -> None:
         for name, v in (("lr", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
                         ("initial_accumulator_value", initial_accumulator_value), ("eps", eps)):
             _nonneg(name, v, "Adagrad")
         super().__init__(params, {"lr": lr, "lr_decay": lr_decay, "weight_decay": weight_decay,
                                   "initial_accumulator_value": initial_accumulator_value, "eps": eps,
-                                  "maximize": maximize})
+                                  "maximize": maximize}, persist_every=persist_every)
         for g in self.param_groups:
             for p in g["params"]:
                 s = self._zeros_like(p)

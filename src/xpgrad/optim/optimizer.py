@@ -5,6 +5,14 @@ A subclass implements ``_update(group, p, grad, state)``, called under
 operators (``p -= lr * d``), which mutate the parameter's own backend array where
 the library allows it and rebind it functionally where it does not (JAX), and bump
 the version counter either way.
+
+On a lazy library (Dask) an update computes nothing: the new parameter is a graph
+built on the old one, and a loop of ``n`` steps would cost ``O(n^2)``. So ``step()``
+ends, every ``persist_every`` steps (default: every step), with :meth:`Optimizer.persist`:
+one ``dask.persist`` of the parameters, their gradients, the optimizer's state and the
+running statistics updated since (batch normalization), which computes the step and
+leaves graphs that do not grow with the number of steps. Which arrays are lazy is
+asked in one place, :mod:`xpgrad._lazy`.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import _lazy
 from .._dispatch import backend_namespace
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._grad_mode import no_grad
@@ -28,9 +37,29 @@ class Optimizer:
         params: an iterable of Parameters (Tensors with ``requires_grad``), or of
             dicts ``{"params": [...], "lr": ...}`` (parameter groups with their own options).
         defaults: the options a group takes when it does not set them.
+        persist_every: on a lazy library (Dask), call :meth:`persist` after every
+            ``persist_every``-th ``step()``, so that the graphs of the parameters and
+            of the state do not grow with the number of steps (each persist computes
+            the steps since the last one). 1 (the default) persists after each step;
+            ``None`` never does, and leaves every step lazy (the graphs then grow by
+            one step each: persist yourself, or call :meth:`persist`). No effect on
+            eager libraries (NumPy, PyTorch, JAX, CuPy).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> w = xg.nn.Parameter(xg.asarray([1.0, 2.0]))
+        >>> opt = xg.optim.SGD([w], lr=0.1, persist_every=10)  # on Dask: persist every 10 steps
+        >>> opt.persist_every
+        10
     """
 
-    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any], *, persist_every: int | None = 1) -> None:
+        if persist_every is not None and (not isinstance(persist_every, int) or isinstance(persist_every, bool)
+                                          or persist_every < 1):
+            msg = f"{type(self).__name__}: persist_every must be a positive int or None, got {persist_every!r}"
+            raise XpgradValueError(msg)
+        self.persist_every = persist_every
+        self._unpersisted_steps = 0
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}  # keyed by id(param)
@@ -87,7 +116,11 @@ class Optimizer:
                 _zero_grad(p, set_to_none)
 
     def step(self, closure: Any = None) -> Any:
-        """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first."""
+        """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first.
+
+        On Dask, every ``persist_every``-th step ends with :meth:`persist` (with the
+        loss that ``closure`` returned, so reading it afterwards costs nothing).
+        """
         loss = None
         if closure is not None:
             from ..autograd._grad_mode import enable_grad
@@ -103,7 +136,68 @@ class Optimizer:
                     if grad.requires_grad:
                         grad = grad.detach()
                     self._update(group, p, grad, self.state.setdefault(id(p), {}))
+        if self.persist_every is not None and _lazy.loaded():
+            self._unpersisted_steps += 1
+            if self._unpersisted_steps >= self.persist_every:
+                self.persist(loss)
         return loss
+
+    def persist(self, *extra: Any) -> int:
+        """Persist the lazy (Dask) arrays a training loop carries from step to step; return how many.
+
+        One ``dask.persist`` call takes the parameters, their gradients, the
+        optimizer's state, the running statistics that batch normalization updated
+        in this thread since the last persist, and the Tensors in ``extra`` (a loss
+        to log, say); work they share is done once. Each Tensor keeps its identity
+        and its version counter (its value does not change); its ``data`` becomes
+        the persisted array, whose graph is only its chunks. On the local schedulers
+        this computes; under ``dask.distributed`` it submits the work to the cluster
+        and returns at once. Arrays of eager libraries are left alone (0 on NumPy).
+        ``step()`` calls this every ``persist_every`` steps.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> w = xg.nn.Parameter(xg.asarray([1.0, 2.0]))
+            >>> opt = xg.optim.SGD([w], lr=0.1, persist_every=None)
+            >>> (w * w).sum().backward(); opt.step()
+            >>> opt.persist()  # NumPy arrays are not lazy: nothing to persist
+            0
+        """
+        self._unpersisted_steps = 0
+        if not _lazy.loaded():
+            return 0
+        # (holder, key, array): a Tensor's data (key None), or an entry of a state dict
+        targets: list[tuple[Any, Any, Any]] = []
+        seen: set[int] = set()
+
+        def add(t: Any) -> None:
+            if isinstance(t, Tensor) and id(t) not in seen and _lazy.is_lazy(t.data):
+                seen.add(id(t))
+                targets.append((t, None, t.data))
+
+        for group in self.param_groups:
+            for p in group["params"]:
+                add(p)
+                add(p.grad)
+        for st in self.state.values():
+            for k, v in st.items():
+                if isinstance(v, Tensor):
+                    add(v)
+                elif _lazy.is_lazy(v):
+                    targets.append((st, k, v))
+        for t in (*_lazy.take_noted(), *extra):
+            add(t)
+        if not targets:
+            return 0
+        done = _lazy.persist_arrays([a for _, _, a in targets])
+        for (holder, key, old), new in zip(targets, done):
+            # rebind only what nothing changed meanwhile (another thread's update wins)
+            if key is None:
+                if holder.data is old:
+                    holder.data = new
+            elif holder.get(key) is old:
+                holder[key] = new
+        return len(targets)
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
         msg = f"{type(self).__name__}: an optimizer must define _update(group, param, grad, state)"

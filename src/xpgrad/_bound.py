@@ -31,8 +31,12 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
+from ._dispatch import backend_namespace, public_namespace
+from ._dtypes import dtype as _dtype
+from ._dtypes import dtype_name
 from ._exceptions import DTypeUnavailableError
 from ._policy import _POLICY, DevicePolicy, _check_device_dtype, current_policy
+from .autograd._tensor import Tensor
 
 __all__ = ["BoundNamespace", "bound_namespace"]
 
@@ -218,9 +222,6 @@ def _converting(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any
 
     @functools.wraps(fn)
     def convert(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        from ._dispatch import backend_namespace, public_namespace
-        from .autograd._tensor import Tensor
-
         if (
             not isinstance(obj, Tensor)
             and hasattr(obj, "shape")
@@ -233,9 +234,6 @@ def _converting(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any
             except TypeError:
                 src = None
             if src is not None and src is not ns._xg_xp:
-                from ._dtypes import dtype as _dtype
-                from ._dtypes import dtype_name
-
                 xp = ns._xg_xp
                 dt = kwargs.get("dtype")
                 kw: dict[str, Any] = {}

@@ -216,15 +216,23 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
     T = _tensor_type()
     public = _PUBLIC.get(id(xp), xp)
     if any(isinstance(x, T) for x in xs):
+        return _bound_namespace()(public, device)
+    return public
+
+
+_BOUND: list[Any] = []
+
+
+def _bound_namespace() -> Any:
+    # imported on first use: _bound imports the autograd package, which imports this module
+    if not _BOUND:
         from ._bound import bound_namespace
 
-        return bound_namespace(public, device)
-    return public
+        _BOUND.append(bound_namespace)
+    return _BOUND[0]
 
 
 def tensor_namespace(data: Any) -> Any:
     """The bound xpgrad namespace of one Tensor's backend array (``Tensor.__array_namespace__``)."""
-    from ._bound import bound_namespace
-
     xp = backend_namespace(data)
-    return bound_namespace(_PUBLIC.get(id(xp), xp), array_api_compat.device(data))
+    return _bound_namespace()(_PUBLIC.get(id(xp), xp), array_api_compat.device(data))

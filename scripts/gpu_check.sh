@@ -23,7 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv-gpu}
-TORCH_VERSION=$(sed -n 's/^torch = \["torch==\([^"]*\)"\]/\1/p' pyproject.toml)
+# the torch CI tests (pyproject.toml's extra gives only a lower bound)
+TORCH_VERSION=$(sed -n 's/^torch==\([0-9.]*\)$/\1/p' .ci/constraints.txt)
 exec > >(tee gpu-check.log) 2>&1
 
 echo "== machine"
@@ -48,8 +49,9 @@ else
     else
         "$PY" -m pip install --quiet "torch==${TORCH_VERSION}"
     fi
-    # torch is already there (a CUDA build), so the torch extra's pin is satisfied as is
-    "$PY" -m pip install --quiet -e ".[cupy,torch,test,demo]"
+    # torch is already there (a CUDA build of CI's version, which the constraints
+    # accept); everything else at CI's versions too
+    "$PY" -m pip install --quiet -c .ci/constraints.txt -e ".[cupy,torch,test,demo]"
 fi
 "$PY" - <<'EOF'
 import cupy, torch, xpgrad

@@ -1,9 +1,12 @@
-"""Shared fixtures: the backend fixture, hypothesis profiles, and state-leak guards."""
+"""Shared fixtures: the backend fixture, hypothesis profiles, state-leak guards, and Dask's
+compute counter and LocalCluster client."""
 
 from __future__ import annotations
 
 import importlib
 import os
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,3 +170,52 @@ def _no_leaked_state() -> Any:
         _POLICY.set(before[0])
         GRAD_ENABLED.set(before[1])
         pytest.fail(f"test leaked global state: {before} -> {after}")
+
+
+# ====================================================================== Dask (imported inside the fixtures)
+class Computes:
+    """Counts the Dask computes (and persists) started while its fixture is active, with where each started.
+
+    Counted twice: a scheduler hook (``dask.config.set(scheduler=...)``, which every
+    ``compute``/``persist``/``__array__`` without an explicit scheduler goes through) and a
+    :class:`dask.callbacks.Callback` (which also sees local schedulers chosen explicitly).
+    """
+
+    def __init__(self) -> None:
+        self.stacks: list[str] = []
+        self.callback_starts = 0
+
+    @property
+    def n(self) -> int:
+        return max(len(self.stacks), self.callback_starts)
+
+    def assert_none(self, what: str) -> None:
+        assert self.n == 0, f"{what}: {self.n} compute(s); the first started at\n{self.stacks[0] if self.stacks else '?'}"
+
+
+@pytest.fixture
+def computes() -> Iterator[Computes]:
+    dask = pytest.importorskip("dask", reason="dask is not installed; install xpgrad[dask]")
+    from dask.callbacks import Callback
+
+    c = Computes()
+
+    def counting_get(dsk: Any, keys: Any, **kw: Any) -> Any:
+        c.stacks.append("".join(traceback.format_stack(limit=16)[:-1]))
+        return dask.get(dsk, keys, **kw)
+
+    class Count(Callback):  # type: ignore[misc]
+        def _start(self, dsk: Any) -> None:
+            c.callback_starts += 1
+
+    with dask.config.set(scheduler=counting_get), Count():
+        yield c
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    """A ``dask.distributed`` client of a 2-process LocalCluster, one per test module."""
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed; install xpgrad[dask]")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        yield c

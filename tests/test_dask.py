@@ -9,8 +9,6 @@ explicitly). Both must stay at zero until the test itself computes.
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,45 +20,13 @@ import xpgrad as xg
 from xpgrad import XpgradValueError
 
 from ._cases import OpCase
-from .conftest import _selected
+from .conftest import Computes, _selected
 from .test_rules import ALL_CASES, _draw_inputs
 
 if "dask" not in _selected():
     pytest.skip("dask is not in XPGRAD_BACKENDS", allow_module_level=True)
 dask = pytest.importorskip("dask", reason="dask is not installed; install xpgrad[dask]")
 da = pytest.importorskip("dask.array", reason="dask.array is not installed; install xpgrad[dask]")
-from dask.callbacks import Callback  # noqa: E402 - after the skip above
-
-
-class Computes:
-    """Counts the computes started while it is active, with where each started."""
-
-    def __init__(self) -> None:
-        self.stacks: list[str] = []
-        self.callback_starts = 0
-
-    @property
-    def n(self) -> int:
-        return max(len(self.stacks), self.callback_starts)
-
-    def assert_none(self, what: str) -> None:
-        assert self.n == 0, f"{what}: {self.n} compute(s); the first started at\n{self.stacks[0] if self.stacks else '?'}"
-
-
-@pytest.fixture
-def computes() -> Iterator[Computes]:
-    c = Computes()
-
-    def counting_get(dsk: Any, keys: Any, **kw: Any) -> Any:
-        c.stacks.append("".join(traceback.format_stack(limit=16)[:-1]))
-        return dask.get(dsk, keys, **kw)
-
-    class Count(Callback):  # type: ignore[misc]
-        def _start(self, dsk: Any) -> None:
-            c.callback_starts += 1
-
-    with dask.config.set(scheduler=counting_get), Count():
-        yield c
 
 
 def _data(n: int = 2000, d: int = 5, chunk: int = 200, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -247,14 +213,6 @@ def test_non_scalar_output_of_unknown_size_is_a_clear_error(computes: Computes) 
 
 
 # ====================================================================== dask.distributed
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed; install xpgrad[dask]")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
-
 def _gd(loss: Any, w: Any, a: Any, y: Any, steps: int, lr: float, persist: bool) -> Any:
     for _ in range(steps):
         w = w - lr * xg.grad(loss)(w, a, y)
@@ -265,7 +223,7 @@ def _gd(loss: Any, w: Any, a: Any, y: Any, steps: int, lr: float, persist: bool)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", [_linear, _logistic], ids=["linear", "logistic"])
-def test_training_on_a_local_cluster(loss: Any, client: Any) -> None:
+def test_training_on_a_local_cluster(loss: Any, dask_client: Any) -> None:
     """A gradient and 3 steps of gradient descent on a 100-chunk array, on 2 worker processes, equal NumPy to 1e-10.
 
     About 25 s on a busy 2-core machine: ~5 s per step for ~750 tasks, plus the cluster start.
@@ -278,7 +236,7 @@ def test_training_on_a_local_cluster(loss: Any, client: Any) -> None:
     dy = dX @ w_true + 0.1 * rng.standard_normal(n, chunks=chunk) if loss is _linear else \
         (rng.random(n, chunks=chunk) < 1 / (1 + da.exp(-dX @ w_true))).astype(np.float64)
     assert dX.numblocks[0] == 100
-    dX, dy = client.persist([dX, dy])
+    dX, dy = dask_client.persist([dX, dy])
     X, y = dask.compute(dX, dy)  # the same data for NumPy
     w0 = np.zeros(d)
     g = xg.grad(loss)(da.from_array(w0), dX, dy)

@@ -11,7 +11,7 @@ the values are those of NumPy step for step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,13 +20,12 @@ import pytest
 import xpgrad as xg
 from xpgrad import XpgradValueError
 
-from .conftest import _selected
+from .conftest import Computes, _selected
 
 if "dask" not in _selected():
     pytest.skip("dask is not in XPGRAD_BACKENDS", allow_module_level=True)
 dask = pytest.importorskip("dask", reason="dask is not installed; install xpgrad[dask]")
 da = pytest.importorskip("dask.array", reason="dask.array is not installed; install xpgrad[dask]")
-from dask.callbacks import Callback  # noqa: E402 - after the skip above
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((64, 5))
@@ -63,11 +62,16 @@ def _carried(model: Any, opt: Any) -> dict[str, Any]:
     return out
 
 
+def _model(model_fn: Callable[[], Any], x: Any) -> Any:
+    """The model of seed 0, built on NumPy and moved to ``x``'s library in float64, as a user would."""
+    xg.random.seed(0)
+    return model_fn().to(xp=x, dtype="float64")
+
+
 def _train(model_fn: Callable[[], Any], opt_cls: type, kw: dict[str, Any], x: Any, y: Any, steps: int,
            at: tuple[int, ...] = ()) -> tuple[Any, Any, dict[int, dict[str, int]]]:
     """``steps`` full-batch steps from seed 0; the graph size of each carried array after each step in ``at``."""
-    with xg.default_device(x, dtype="float64", seed=0):
-        model = model_fn()
+    model = _model(model_fn, x)
     opt = opt_cls(model.parameters(), lr=0.05, **kw)
     sizes: dict[int, dict[str, int]] = {}
     xb, yb = xg.asarray(x), xg.asarray(y)
@@ -116,22 +120,10 @@ def test_graphs_do_not_grow_with_the_steps(model_fn: Any, opt_cls: type, kw: dic
     _assert_same_values(model, opt, ref_model, ref_opt)
 
 
-class _Computes(Callback):  # type: ignore[misc]
-    """Counts the computes (and persists) of the local schedulers while active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def _start(self, dsk: Any) -> None:
-        self.n += 1
-
-
-def test_persist_every_sets_how_often_a_step_computes() -> None:
+def test_persist_every_sets_how_often_a_step_computes(computes: Computes) -> None:
     x, y = da.from_array(X, chunks=(32, 5)), da.from_array(Y, chunks=32)
-    with _Computes() as c:
-        model, opt, sizes = _train(_mlp, xg.optim.Adam, {"persist_every": 5}, x, y, 14, at=(4, 5, 9, 10, 14))
-    assert c.n == 2  # after steps 5 and 10, one persist each
+    model, opt, sizes = _train(_mlp, xg.optim.Adam, {"persist_every": 5}, x, y, 14, at=(4, 5, 9, 10, 14))
+    assert computes.n == 2  # after steps 5 and 10, one persist each
     assert sizes[5] == sizes[10] and all(n == 1 for n in sizes[10].values())
     assert all(sizes[4][k] > sizes[5][k] for k in sizes[5])  # 4 steps not yet persisted
     assert all(sizes[9][k] > sizes[10][k] for k in sizes[10])
@@ -142,20 +134,18 @@ def test_persist_every_sets_how_often_a_step_computes() -> None:
     _assert_same_values(model, opt, ref_model, ref_opt)
 
 
-def test_persist_every_none_stays_lazy_and_persist_flattens() -> None:
+def test_persist_every_none_stays_lazy_and_persist_flattens(computes: Computes) -> None:
     x, y = da.from_array(X, chunks=(32, 5)), da.from_array(Y, chunks=32)
-    with _Computes() as c:
-        model, opt, sizes = _train(_bn_mlp, xg.optim.SGD, {"momentum": 0.9, "persist_every": None}, x, y, 6, at=(3, 6))
-    assert c.n == 0  # no step computed
+    model, opt, sizes = _train(_bn_mlp, xg.optim.SGD, {"momentum": 0.9, "persist_every": None}, x, y, 6, at=(3, 6))
+    computes.assert_none("6 steps with persist_every=None")
     assert all(sizes[6][k] > sizes[3][k] for k in sizes[6] if not k.startswith("state"))  # graphs grow each step
     params = list(model.parameters())
     before = [(id(p), p._version[0]) for p in params]
     model.eval()  # a loss to log, with no further update of the running statistics
     loss = xg.nn.functional.cross_entropy(model(xg.asarray(x)), xg.asarray(y))
     model.train()
-    with _Computes() as c:
-        n = opt.persist(loss)  # the parameters, their gradients, the state, the 3 buffers and the loss
-    assert c.n == 1 and n == 5 + 5 + 5 + 3 + 1  # 5 parameters (bias-free Linear, BatchNorm, Linear)
+    n = opt.persist(loss)  # the parameters, their gradients, the state, the 3 buffers and the loss
+    assert computes.n == 1 and n == 5 + 5 + 5 + 3 + 1  # 5 parameters (bias-free Linear, BatchNorm, Linear)
     assert [(id(p), p._version[0]) for p in params] == before  # same objects, values and versions unchanged
     assert all(n == 1 for n in (_graph_len(a) for a in _carried(model, opt).values()))
     assert _graph_len(loss.data) == 1
@@ -164,10 +154,9 @@ def test_persist_every_none_stays_lazy_and_persist_flattens() -> None:
     _assert_same_values(model, opt, ref_model, ref_opt)
 
 
-def test_closure_loss_is_persisted_with_the_step() -> None:
+def test_closure_loss_is_persisted_with_the_step(computes: Computes) -> None:
     x, y = da.from_array(X, chunks=(32, 5)), da.from_array(Y, chunks=32)
-    with xg.default_device(x, dtype="float64", seed=0):
-        model = _mlp()
+    model = _model(_mlp, x)
     opt = xg.optim.Adam(model.parameters(), lr=0.05)
 
     def closure() -> Any:
@@ -178,9 +167,9 @@ def test_closure_loss_is_persisted_with_the_step() -> None:
 
     loss = opt.step(closure)
     assert _graph_len(loss.data) == 1  # reading it costs no second forward pass
-    with _Computes() as c:
-        float(loss)
-    assert c.n == 1  # a compute of the one persisted chunk
+    assert computes.n == 1  # the step's persist
+    float(loss)
+    assert computes.n == 2  # a compute of the one persisted chunk
 
 
 def test_an_in_place_update_after_a_persist_is_kept() -> None:
@@ -201,21 +190,13 @@ def test_bad_persist_every_is_a_clear_error() -> None:
 
 
 # ====================================================================== dask.distributed
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed; install xpgrad[dask]")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
-
 @pytest.mark.slow
-def test_training_loop_on_a_local_cluster(client: Any) -> None:
+def test_training_loop_on_a_local_cluster(dask_client: Any) -> None:
     """Persisting under dask.distributed: the parameters become futures on the workers, graphs stay flat."""
-    x, y = client.persist([da.from_array(X, chunks=(16, 5)), da.from_array(Y, chunks=16)])  # 4 chunks on the workers
+    x, y = dask_client.persist([da.from_array(X, chunks=(16, 5)), da.from_array(Y, chunks=16)])  # 4 chunks on the workers
     model, opt, sizes = _train(_bn_mlp, xg.optim.Adam, {}, x, y, 12, at=(4, 12))
     assert sizes[12] == sizes[4] and all(n == 1 for n in sizes[12].values())
     assert all(len(p.data.dask) == 1 for p in model.parameters())
-    assert client.has_what()  # the persisted arrays live on the workers
+    assert dask_client.has_what()  # the persisted arrays live on the workers
     ref_model, ref_opt, _ = _train(_bn_mlp, xg.optim.Adam, {}, X, Y, 12)
     _assert_same_values(model, opt, ref_model, ref_opt)

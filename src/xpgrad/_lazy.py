@@ -9,8 +9,8 @@ optimizer's state, running statistics) computes that step once and leaves arrays
 whose graphs are only their chunks, so every step costs the same. dask-ml's solvers
 do the same: ``persist`` the iterate after every iteration.
 
-This module is the one place outside the backend tables that asks whether an array
-is lazy (``array_api_compat.is_dask_array``). :meth:`xpgrad.optim.Optimizer.persist`
+Only Dask can persist, so "lazy" here means a Dask array
+(``array_api_compat.is_dask_array``). :meth:`xpgrad.optim.Optimizer.persist`
 calls :func:`persist_arrays`, and ``xpgrad.nn.functional.batch_norm`` calls
 :func:`note_update` for the running statistics it updates in place, which the
 optimizer's next persist then includes (in the same thread).
@@ -53,8 +53,8 @@ def is_lazy(a: Any) -> bool:
         >>> is_lazy(np.zeros(3))
         False
     """
-    # no import of dask here: an array of a library nobody imported cannot be one of its arrays
-    return loaded() and bool(array_api_compat.is_dask_array(a))
+    # (array-api-compat answers False without importing dask when nobody has)
+    return bool(array_api_compat.is_dask_array(a))
 
 
 def note_update(t: Tensor) -> None:

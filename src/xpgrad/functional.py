@@ -224,7 +224,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
             res = _engine_call([value], [seed], create_graph, create_graph, flat, name)
         else:
             res = [None] * len(flat)
-        if window.cuts and any(g is None for g in res):  # a zero gradient: was the graph cut?
+        if window.cuts:  # a gradient that is None (structurally zero): was the graph cut?
             _cut.check_reverse(name, func, window.cuts, flat, res, functools.partial(_arg_label, idx, diff_leaves))
         grads = []
         for t, g in zip(flat, res):
@@ -468,7 +468,7 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
         res: list[Any] = [None] * len(flat)
         if live:
             res = _engine_call(live, seeds, True, create_graph, flat, func)
-        if cuts and any(g is None for g in res):  # a zero cotangent: was the graph cut?
+        if cuts:  # a cotangent that is None (structurally zero): was the graph cut?
             per = [_leaves(w) for w in wrapped]
             _cut.check_reverse(func, fname, cuts, flat, res, functools.partial(_arg_label, list(range(len(per))), per))
         as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0

@@ -301,6 +301,11 @@ class Tensor:
         """
         return self._to_host("numpy")
 
+    def _leave(self, what: str) -> None:
+        """Note a conversion (kind ``what``) that leaves the tape, if this Tensor is traced."""
+        if self._requires_grad or self._fw:
+            _note_cut(self, what)
+
     def _to_host(self, what: str) -> Any:
         if self._requires_grad:
             _refuse_numpy(self, what)  # raises inside a transform
@@ -343,8 +348,7 @@ class Tensor:
             >>> xg.asarray([2.5]).item()
             2.5
         """
-        if self._requires_grad or self._fw:
-            _note_cut(self, "item")
+        self._leave("item")
         return _to_numpy(self.data).item()
 
     def tolist(self) -> Any:
@@ -355,8 +359,7 @@ class Tensor:
             >>> xg.asarray([1.0, 2.0]).tolist()
             [1.0, 2.0]
         """
-        if self._requires_grad or self._fw:
-            _note_cut(self, "tolist")
+        self._leave("tolist")
         return _to_numpy(self.data).tolist()
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
@@ -377,8 +380,7 @@ class Tensor:
         return tensor_namespace(self.data)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._requires_grad or self._fw:
-            _note_cut(self, "dlpack")
+        self._leave("dlpack")
         return self.data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self) -> Any:
@@ -388,18 +390,15 @@ class Tensor:
         return bool(self.data)
 
     def __int__(self) -> int:
-        if self._requires_grad or self._fw:
-            _note_cut(self, "int")
+        self._leave("int")
         return int(self.data)
 
     def __float__(self) -> float:
-        if self._requires_grad or self._fw:
-            _note_cut(self, "float")
+        self._leave("float")
         return float(self.data)
 
     def __complex__(self) -> complex:
-        if self._requires_grad or self._fw:
-            _note_cut(self, "complex")
+        self._leave("complex")
         return complex(self.data)
 
     def __index__(self) -> int:

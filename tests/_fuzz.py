@@ -833,6 +833,66 @@ def _setitem(d: Draw, bld: _Builder, a: Val, pool: list[Val]) -> Out:
     return name_xg, name_xg, a.shape
 
 
+# In-place updates, and writes through views (issue 17): each step copies a value (``a * 1.0``: a
+# fresh array, never an input), updates the copy in place or writes through a view of it, and
+# returns the copy. Both libraries carry a write through a view (a slice, an integer index, a
+# reshape, a transpose, a view of a view) back to its base and differentiate through it (torch's
+# CopySlices; xpgrad's Tensor._inplace). The views drawn are views on NumPy, PyTorch and
+# array-api-strict alike; JAX and Dask make copies there (BACKEND_EXCLUDED).
+def _update_value(d: Draw, pool: list[Val], target: Shape) -> tuple[str, str]:
+    """A value for an update of shape ``target``: a pool value broadcasting to it, else a sum."""
+    v = _pick(d, pool, lambda v: _bcast(v.shape, target) == target, None)
+    if v is None:
+        return _both("0.3 * {N}.sum({v})", v=d(st.sampled_from(pool)).name)
+    return f"0.5 * {v.name}", f"0.5 * {v.name}"
+
+
+@_op("inplace", "add", "subtract", "multiply", "divide")
+def _inplace(d: Draw, bld: _Builder, a: Val, pool: list[Val]) -> Out:
+    op = d(st.sampled_from(["+=", "-=", "*=", "/="]))
+    val_xg, val_tc = _update_value(d, pool, a.shape)
+    if op == "/=":
+        val_xg, val_tc = f"(1.5 + {val_xg} * {val_xg})", f"(1.5 + {val_tc} * {val_tc})"
+    name, _ = bld.let(f"{a.name} * 1.0", f"{a.name} * 1.0")
+    bld.xg.append(f"{name} {op} {val_xg}")
+    bld.tc.append(f"{name} {op} {val_tc}")
+    return name, name, a.shape
+
+
+@_op("view_write", "getitem", "setitem", "reshape", "matrix_transpose", "multiply", "add")
+def _view_write(d: Draw, bld: _Builder, a: Val, pool: list[Val]) -> Out:
+    if a.ndim == 0:
+        return None
+    # a C-ordered copy: a NumPy product keeps its operand's layout (a Fortran-ordered FFT
+    # output, say), and a reshape of that would be a copy where torch's is a view
+    flat_src = f"reshape({a.name}, ({a.size},)) * 1.0, {a.shape!r})"
+    name, _ = bld.let(f"xp.reshape(xp.{flat_src}", f"torch.reshape(torch.{flat_src}")
+    kind = d(st.sampled_from(["slice", "slice", "flat", "mT"]))
+    if kind == "flat":  # a reshape of the copy (a view), then a slice of that
+        vx, vt = bld.let(f"xp.reshape({name}, ({a.size},))", f"torch.reshape({name}, ({a.size},))")
+        shape: Shape = (a.size,)
+    elif kind == "mT" and a.ndim >= 2:
+        vx, vt = bld.let(f"xp.matrix_transpose({name})", f"{name}.mT")
+        shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
+    else:
+        vx, vt, shape = name, name, a.shape
+    key = _basic_key(d, shape, none=False)
+    if all(isinstance(k, int) for k in key):
+        # an integer on every axis is a NumPy scalar (a copy) where torch gives a 0-d view;
+        # with a trailing ``...`` both give a 0-d view
+        key = (*key, Ellipsis)
+    target = np.zeros(shape)[key].shape
+    if math.prod(target) == 0:
+        return None
+    src = _key_src(key)
+    wx, wt = bld.let(f"{vx}[{src}]", f"{vt}[{src}]")
+    op = d(st.sampled_from(["+=", "*=", "[...] ="]))
+    val_xg, val_tc = _update_value(d, pool, target)
+    bld.xg.append(f"{wx} {op} {val_xg}")
+    bld.tc.append(f"{wt} {op} {val_tc}")
+    return name, name, a.shape
+
+
 @_op("take")
 def _take(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     if a.ndim == 0:
@@ -1283,8 +1343,13 @@ def _dask_missing(name: str) -> str:
     return f"array_api_compat.dask.array.linalg has no {name}"
 
 
+_COPIES = ("{lib}'s slices and reshapes are copies (its arrays are {why}): a write through one stays "
+           "there, as in {lib} itself (docs/concepts/inplace.md), where NumPy's reaches the base")
+
 BACKEND_EXCLUDED: dict[str, dict[str, str]] = {
+    "jax": {"view_write": _COPIES.format(lib="JAX", why="immutable")},
     "dask": {
+        "view_write": _COPIES.format(lib="Dask", why="task graphs; __setitem__ rebuilds only its own"),
         **{f: _DASK_FFT for f in ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft",
                                   "ihfft")},
         **{f: _DASK_CHUNKS for f in ("inv", "solve", "cholesky", "qr")},

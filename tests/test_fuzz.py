@@ -198,6 +198,20 @@ def test_fuzz_against_torch(prog: Program) -> None:
     check_against_torch(prog)
 
 
+#: the ops of the in-place fuzz: updates and writes through views, among ops that make and
+#: read views (slicing, reshapes, transposes, setitem) and a few smooth ones between them
+_INPLACE_FUZZ_OPS = ["inplace", "view_write", "setitem", "getitem", "reshape", "permute_dims", "matrix_transpose",
+                     "sin", "exp", "multiply", "add", "sum", "matmul"]
+
+
+@settings(settings.default, max_examples=max(60, N_TORCH // 5), deadline=None, suppress_health_check=_HC)
+@given(prog=programs(_INPLACE_FUZZ_OPS, max_steps=12))
+def test_fuzz_inplace_and_views_against_torch(prog: Program) -> None:
+    """Programs dense in in-place updates and writes through views (``t = y[1:]; t *= v``,
+    ``reshape(y, (n,))[2:] = v``), values, gradients and HVPs against torch's."""
+    check_against_torch(prog)
+
+
 def _backend_ops(name: str) -> list[str]:
     excluded = _fuzz.BACKEND_EXCLUDED.get(name, {})
     return [op for op in sorted(OPS) if op not in excluded]

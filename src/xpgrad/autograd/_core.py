@@ -33,6 +33,7 @@ from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_sh
 from .._dtypes import is_float
 from .._exceptions import NonDifferentiableError, XpgradTypeError
 from . import _anomaly
+from ._alias import may_alias
 from ._grad_mode import GRAD_ENABLED
 
 __all__ = [
@@ -126,8 +127,10 @@ class Primitive:
         nondiff: the output is integer/boolean: never differentiable (e.g. ``argmax``).
         zero_grad: the output is floating but its derivative is zero almost
             everywhere (``floor``, ``sign``); the output is treated as a constant.
-        view: the output may share memory with argument 0 (reshape, slicing), so it
-            shares argument 0's version counter.
+        view: the output may share memory with an argument on some library (reshape,
+            slicing, ``flip`` on NumPy, ``real`` of a real array): the library is asked
+            (:func:`~xpgrad.autograd._alias.may_alias`), and an output that does shares
+            that argument's version counter and remembers it as its base.
         multi: the forward returns a tuple of arrays (``eigh``, ``unstack``).
         check_dtype: the output dtype may be integer or boolean for some inputs
             (``astype``); such outputs are constants.
@@ -398,11 +401,13 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, *datas, **kw)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, datas, kw, e)
-    if not rg or prim.const or not GRAD_ENABLED.get() or (prim.check_dtype and not is_float(out.dtype)):
+    if not rg or prim.const or not GRAD_ENABLED.get() or (
+            (prim.check_dtype or (kw and "dtype" in kw)) and not _all_float(out, prim.multi)):
         if prim.multi:
-            res = tuple(_wrap(o) for o in out)
-        elif prim.view and isinstance(args[0], Tensor):
-            res = _wrap(out, None, 0, args[0]._version)
+            res = tuple(_wrap_view(prim, args, kw, o, None, 0, j) for j, o in enumerate(out)) if prim.view else (
+                tuple(_wrap(o) for o in out))
+        elif prim.view:
+            res = _wrap_view(prim, args, kw, out, None, 0, 0)
         else:
             res = _wrap(out)
     else:
@@ -412,6 +417,30 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     if _fwd_open and not prim.const and FWD_LEVELS.get():
         _forward(prim, xp, args, datas, kw, out, res)
     return res
+
+
+def _all_float(out: Any, multi: bool) -> bool:
+    """Whether the output (every output, when ``multi``) is floating-point or complex."""
+    if multi:
+        return all(is_float(o.dtype) for o in out)
+    return is_float(out.dtype)
+
+
+def _wrap_view(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any], o: Any, node: Any, oidx: int,
+               j: int) -> Any:
+    """Wrap output ``j`` of a ``view`` primitive: sharing the counter of the argument it aliases.
+
+    The library says whether ``o`` shares memory with an argument (a NumPy flip does, a
+    boolean-mask selection does not); an output that does shares that argument's version
+    counter, and keeps ``_base = (argument, prim, kw, j, position)`` so that a recorded
+    in-place write into it can be carried back to the argument (``Tensor._inplace``).
+    """
+    for pos, a in enumerate(args):
+        if isinstance(a, Tensor) and may_alias(o, a.data):
+            t = _wrap(o, node, oidx, a._version)
+            t._base = (a, prim, kw, j, pos)
+            return t
+    return _wrap(o, node, oidx)
 
 
 # The two specialisations below are :func:`apply` and :func:`_record` for one and two
@@ -436,7 +465,7 @@ def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, d, **kw) if kw else prim.fwd(xp, d)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, [d], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get():
+    if rg and not prim.const and GRAD_ENABLED.get() and not (kw and "dtype" in kw and not is_float(out.dtype)):
         res = _record1(prim, xp, a, d, kw, out)
     else:
         res = _wrap(out)
@@ -470,7 +499,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, [da, db], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get():
+    if rg and not prim.const and GRAD_ENABLED.get() and not (kw and "dtype" in kw and not is_float(out.dtype)):
         res = _record2(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
@@ -673,7 +702,8 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
     if prim.multi:
         node.n_out = len(out)
         # integer and boolean outputs (unique_all's indices and counts) are constants
-        outs = tuple(_wrap(o, node, j) if is_float(o.dtype) else _wrap(o) for j, o in enumerate(out))
+        outs = tuple((_wrap_view(prim, args, kw, o, node, j, j) if prim.view else _wrap(o, node, j))
+                     if is_float(o.dtype) else _wrap(o) for j, o in enumerate(out))
         node.ans = out if prim.save_ans else None
         if prim.save_ans:
             for j, t in enumerate(outs):
@@ -681,8 +711,7 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
         node.checks = tuple(checks)
         return outs
     node.n_out = 1
-    version = args[0]._version if prim.view and isinstance(args[0], Tensor) else None
-    t = _wrap(out, node, 0, version)
+    t = _wrap_view(prim, args, kw, out, node, 0, 0) if prim.view else _wrap(out, node)
     if prim.save_ans:
         node.ans = out
         v = t._version
@@ -702,7 +731,7 @@ def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list
     for a in args:
         if isinstance(a, Tensor) and a._fw:
             present.update(lv for lv in a._fw if lv in active)
-    if not present or (prim.check_dtype and not is_float(out.dtype)):
+    if not present or ((prim.check_dtype or (kw and "dtype" in kw)) and not _all_float(out, prim.multi)):
         return
     outs = res if prim.multi else (res,)
     check = _anomaly.depth and _anomaly.ANOMALY.get()

@@ -17,6 +17,7 @@ import array_api_compat
 from .._dtypes import DTYPES, dtype_name, fast_name, is_float
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from . import _core
+from ._alias import may_alias
 from ._core import PRIMITIVES, apply, apply1, apply2
 from ._cut import note as _note_cut
 from ._cut import refuse_numpy as _refuse_numpy
@@ -87,11 +88,14 @@ class Tensor:
     """
 
     # _fw: forward-mode tangents, {level: tangent} or None (see autograd._core)
-    __slots__ = ("__weakref__", "_fw", "_hooks", "_node", "_oidx", "_requires_grad", "_version", "data", "grad")
+    # _base: (base Tensor, primitive, kw, output index, argument position) on a view only
+    # (see autograd._core._wrap_view); unset elsewhere, so read with getattr(t, "_base", None)
+    __slots__ = ("__weakref__", "_base", "_fw", "_hooks", "_node", "_oidx", "_requires_grad", "_version", "data", "grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
 
     data: Any
+    _base: tuple[Any, ...]
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -221,7 +225,11 @@ class Tensor:
             >>> (x * 2).detach().requires_grad
             False
         """
-        return _wrap(self.data, None, 0, self._version)
+        if not may_alias(self.data, self.data):  # JAX: an update replaces one Tensor's data only
+            return _wrap(self.data)
+        t = _wrap(self.data, None, 0, self._version)
+        t._base = (self, None, _NOKW, 0, 0)  # a view no recorded write can be carried back through
+        return t
 
     def backward(self, gradient: Any = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
@@ -558,31 +566,38 @@ class Tensor:
 
         When the update is recorded (self or ``other`` requires grad in grad mode)
         the tensor is rebound to the result of the out-of-place primitive; values
-        saved earlier keep the old data, so their gradients stay right. Otherwise
-        the backend array is mutated where the backend allows it, and the version
-        counter is bumped so that a saved copy of the old value is detected.
+        saved earlier keep the old data, so their gradients stay right. A tensor that
+        is a view of another (``t = y[1:]``) carries the write back to its base, as
+        PyTorch does: the base is rebound to the base with the view's part replaced,
+        and the view to the same view of the new base. Otherwise the backend array is
+        mutated where the backend allows it, and the version counter is bumped so that
+        a saved copy of the old value is detected. Either way an update that would
+        change the tensor's shape or kind of dtype is refused, with nothing changed.
         """
-        other_rg = isinstance(other, Tensor) and other._requires_grad
+        # a value that requires grad written into an integer tensor (t[i] = v) is cast,
+        # and the tensor stays a constant, as in PyTorch
+        other_rg = isinstance(other, Tensor) and other._requires_grad and (name != "setitem" or is_float(self.data.dtype))
+        if name != "setitem":
+            _precheck_update(name, self.data, other.data if isinstance(other, Tensor) else other)
         if GRAD_ENABLED.get() and (self._requires_grad or other_rg):
-            if self._node is None and self._requires_grad:
-                msg = (
-                    f"{_INPLACE_NAMES.get(name, name)}: a leaf tensor that requires grad cannot be "
-                    "modified in place while recording; use `with xpgrad.no_grad():` "
-                    "or an out-of-place operation"
-                )
-                raise InPlaceModificationError(msg)
+            chain = self._write_chain(name)
             if name == "setitem":
                 new = _op("setitem", self, other, key=key)
             else:
                 new = _op(name, self, other)
+                _check_update(name, self.data, new.data)
                 if new.data.dtype != self.data.dtype:
                     new = _op("astype", new, dtype=self.data.dtype, copy=False)
-            self.data = new.data
-            self._node = new._node
-            self._oidx = new._oidx
-            self._requires_grad = True
-            self._version = new._version
-            self._fw = new._fw
+            for t in chain:
+                info = t._base
+                new = _writer(t, info)(info[0], new, info)  # type: ignore[misc]
+            # the base takes the new value; each view then reads the new base as it read the old
+            last = chain[-1]._base[0] if chain else self
+            last._rebind(new)
+            for t in reversed(chain):
+                info = t._base
+                view = apply(info[1], (info[0],), info[2])
+                t._rebind(view[info[3]] if info[1].multi else view)
             return self
         fw = None
         if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
@@ -590,6 +605,12 @@ class Tensor:
             fw = (_op("setitem", self, other, key=key) if name == "setitem" else _op(name, self, other))._fw
         o = other.data if isinstance(other, Tensor) else other
         if name == "setitem":
+            if isinstance(other, Tensor) and o.dtype != self.data.dtype:
+                # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
+                # warns about an unsafe cast inside its scatter)
+                from .._dispatch import backend_namespace
+
+                o = backend_namespace(o).astype(o, self.data.dtype)
             try:
                 self.data[key] = o
             except (TypeError, ValueError, IndexError, NotImplementedError):
@@ -607,18 +628,59 @@ class Tensor:
             except Exception:  # re-raised, or as a DeviceMismatchError naming both devices
                 _core.check_devices(before, o, func=_INPLACE_NAMES[name])
                 raise
-            if after.dtype != before.dtype:
-                msg = (
-                    f"{_INPLACE_NAMES[name]}: the result dtype {dtype_name(after.dtype)} differs "
-                    f"from the tensor's dtype {dtype_name(before.dtype)}; in-place operations "
-                    "cannot change a tensor's dtype"
-                )
-                raise XpgradTypeError(msg)
+            _check_update(name, before, after, exact=True)
             self.data = after
         self._version[0] += 1
         if fw is not None or self._fw:
             self._fw = fw
         return self
+
+    def _write_chain(self, name: str) -> list[Tensor]:
+        """The views a recorded write into ``self`` passes through, ``self`` first, checked.
+
+        ``self`` and each base it is still a view of (sharing its version counter: a base
+        rebound since is another array, which the write does not reach), up to the first
+        tensor that is no view. Raises, before anything changes, where the write cannot
+        be recorded: the tensor it lands in is a leaf that requires grad, or a view was
+        made by a function no write can be carried back through (``broadcast_to``,
+        ``diagonal``, ``detach``).
+        """
+        op = _INPLACE_NAMES.get(name, name)
+        chain: list[Tensor] = []
+        t = self
+        while True:
+            info = getattr(t, "_base", None)
+            if info is None or info[0]._version is not t._version:
+                break
+            prim = info[1]
+            if _writer(t, info) is None:
+                made = "detach()" if prim is None else prim.name
+                msg = (
+                    f"{op}: cannot record a write into this tensor: it is a view of another tensor "
+                    f"(made by {made}) and xpgrad cannot carry a write through {made} back to that "
+                    "tensor; write into the base tensor itself, or into a copy "
+                    "(xpgrad.asarray(view, copy=True))"
+                )
+                raise InPlaceModificationError(msg)
+            chain.append(t)
+            t = info[0]
+        if t._node is None and t._requires_grad:
+            what = "a leaf tensor that requires grad" if not chain else "a view of a leaf tensor that requires grad"
+            msg = (
+                f"{op}: {what} cannot be modified in place while recording; use "
+                "`with xpgrad.no_grad():` or an out-of-place operation"
+            )
+            raise InPlaceModificationError(msg)
+        return chain
+
+    def _rebind(self, new: Tensor) -> None:
+        """Make this tensor the recorded result ``new`` (same Python object, new array and node)."""
+        self.data = new.data
+        self._node = new._node
+        self._oidx = new._oidx
+        self._requires_grad = new._requires_grad
+        self._version = new._version
+        self._fw = new._fw
 
     def __iadd__(self, o: Any) -> Tensor:
         return self._inplace("add", o)
@@ -660,6 +722,19 @@ class Tensor:
         return self._inplace("bitwise_right_shift", o)
 
 
+def _imatmul(a: Any, b: Any) -> Any:
+    """``a @= b``: the product written into ``a`` where it has ``a``'s shape and ``a`` is writable
+    (NumPy's ``@=`` raises its own message otherwise; PyTorch has none)."""
+    r = a @ b
+    if tuple(r.shape) != tuple(a.shape) or r.dtype != a.dtype:
+        return r  # refused by the caller, naming @=
+    try:
+        a[...] = r
+    except (TypeError, ValueError):  # immutable (JAX)
+        return r
+    return a
+
+
 _INPLACE_RAW: dict[str, Callable[[Any, Any], Any]] = {
     "add": operator.iadd,
     "subtract": operator.isub,
@@ -668,7 +743,7 @@ _INPLACE_RAW: dict[str, Callable[[Any, Any], Any]] = {
     "floor_divide": operator.ifloordiv,
     "remainder": operator.imod,
     "pow": operator.ipow,
-    "matmul": operator.imatmul,
+    "matmul": lambda a, b: _imatmul(a, b),
     "bitwise_and": operator.iand,
     "bitwise_or": operator.ior,
     "bitwise_xor": operator.ixor,
@@ -681,6 +756,136 @@ _INPLACE_NAMES = {
     "pow": "__ipow__", "matmul": "__imatmul__", "bitwise_and": "__iand__", "bitwise_or": "__ior__",
     "bitwise_xor": "__ixor__", "bitwise_left_shift": "__ilshift__", "bitwise_right_shift": "__irshift__",
 }
+
+
+def _kind(dt: Any) -> str:
+    name = dtype_name(dt)
+    if name == "bool":
+        return "bool"
+    if name.startswith(("int", "uint")):
+        return "integer"
+    return "complex" if name.startswith("complex") else "real floating"
+
+
+_KINDS = ("bool", "integer", "real floating", "complex")
+
+
+def _kind_of(v: Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "real floating"
+    if isinstance(v, complex):
+        return "complex"
+    return _kind(v.dtype)
+
+
+def _precheck_update(name: str, before: Any, other: Any) -> None:
+    """Refuse, before the backend runs it, an update whose result has another shape or kind.
+
+    The kind of the result is the larger of the two operands' kinds (bool < integer < real
+    floating < complex; ``/`` of integers is real floating); its shape is the broadcast of
+    both (``@=``'s is checked on the result).
+    """
+    if not hasattr(other, "dtype") and not isinstance(other, (bool, int, float, complex)):
+        return  # the backend refuses it, with its own message
+    mine = _kind(before.dtype)
+    theirs = _kind_of(other)
+    result = max(mine, theirs, key=_KINDS.index)
+    if name == "divide" and result in ("bool", "integer"):
+        result = "real floating"
+    if _KINDS.index(result) > _KINDS.index(mine):
+        msg = (
+            f"{_INPLACE_NAMES[name]}: the result of {_INPLACE_NAMES[name]} of a {mine} tensor with a {theirs} "
+            f"value is {result}, which the tensor's dtype {dtype_name(before.dtype)} cannot hold; an "
+            "in-place operation cannot change a tensor's dtype (write it out of place: t = t + u)"
+        )
+        raise XpgradTypeError(msg)
+    if name != "matmul" and hasattr(other, "shape"):
+        mine_shape, theirs_shape = tuple(before.shape), tuple(other.shape)
+        if all(isinstance(n, int) for n in (*mine_shape, *theirs_shape)):
+            import numpy as np
+
+            try:
+                shape = tuple(np.broadcast_shapes(mine_shape, theirs_shape))
+            except ValueError:
+                shape = None
+            if shape != mine_shape:
+                got = "no shape (they do not broadcast)" if shape is None else f"the shape {shape}"
+                msg = (
+                    f"{_INPLACE_NAMES[name]}: a tensor of shape {mine_shape} updated with a value of shape "
+                    f"{theirs_shape} gives {got}, not the tensor's shape; an in-place operation cannot "
+                    "change a tensor's shape (write it out of place: t = t + u)"
+                )
+                raise XpgradValueError(msg)
+
+
+def _check_update(name: str, before: Any, after: Any, exact: bool = False) -> None:
+    """Refuse an in-place update whose result has another shape, or another kind of dtype.
+
+    ``exact``: the dtype must be the same (the backend did the update itself); otherwise
+    only the kind must (a recorded float32 += float64 casts back, as PyTorch and NumPy do).
+    """
+    op = _INPLACE_NAMES[name]
+    if tuple(after.shape) != tuple(before.shape):
+        msg = (
+            f"{op}: the result's shape {tuple(after.shape)} differs from the tensor's shape "
+            f"{tuple(before.shape)}; an in-place operation cannot change a tensor's shape "
+            "(write it out of place: t = t + u)"
+        )
+        raise XpgradValueError(msg)
+    if after.dtype != before.dtype and (exact or _kind(after.dtype) != _kind(before.dtype)):
+        msg = (
+            f"{op}: the result dtype {dtype_name(after.dtype)} cannot be stored in the tensor's dtype "
+            f"{dtype_name(before.dtype)}; an in-place operation cannot change a tensor's dtype "
+            "(write it out of place: t = t + u)"
+        )
+        raise XpgradTypeError(msg)
+
+
+def _unstack_index(info: Any, ndim: int) -> tuple[Any, ...]:
+    kw, j = info[2], info[3]
+    axis = kw.get("axis", 0) % ndim
+    return (*((slice(None),) * axis), j, Ellipsis)
+
+
+def _same(base: Tensor, new: Tensor, info: Any) -> Tensor:
+    return new
+
+
+#: primitive name -> how a new value of its view gives the new base:
+#: ``writer(base, new_view, info)`` with info = the view's ``_base``
+_VIEW_WRITERS: dict[str, Callable[[Tensor, Tensor, Any], Tensor]] = {
+    "getitem": lambda b, v, info: _op("setitem", b, v, key=info[2]["key"]),
+    "reshape": lambda b, v, info: _op("reshape", v, shape=tuple(b.shape)),
+    "squeeze": lambda b, v, info: _op("reshape", v, shape=tuple(b.shape)),
+    "expand_dims": lambda b, v, info: _op("reshape", v, shape=tuple(b.shape)),
+    "permute_dims": lambda b, v, info: _op("permute_dims", v, axes=tuple(
+        sorted(range(len(info[2]["axes"])), key=lambda i: info[2]["axes"][i] % len(info[2]["axes"])))),
+    "matrix_transpose": lambda b, v, info: _op("matrix_transpose", v),
+    "moveaxis": lambda b, v, info: _op("moveaxis", v, source=info[2]["destination"], destination=info[2]["source"]),
+    "flip": lambda b, v, info: _op("flip", v, **info[2]),
+    "unstack": lambda b, v, info: _op("setitem", b, v, key=_unstack_index(info, b.ndim)),
+    "conj": lambda b, v, info: _op("conj", v),
+}
+
+
+def _writer(t: Tensor, info: Any) -> Callable[[Tensor, Tensor, Any], Tensor] | None:
+    """How a new value of view ``t`` (of ``info[0]``) gives the new base; None: it cannot.
+
+    A result that is its argument itself (``real`` or ``+x`` of a real torch tensor,
+    ``astype(copy=False)`` to its own dtype, ``tile`` by ones on Dask) takes the value as it
+    is; a true view needs its function's writer; ``detach()`` is cut from the base's graph by
+    definition, and ``real``/``imag`` of a complex array, ``broadcast_to``, ``diagonal``
+    and the other views without a writer cannot carry a write back.
+    """
+    if info[1] is None:
+        return None
+    if t.data is info[0].data:
+        return _same
+    return _VIEW_WRITERS.get(info[1].name)
 
 
 class _HookHandle:

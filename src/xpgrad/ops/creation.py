@@ -553,7 +553,7 @@ def _meshgrid_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, indexing: str = "
 
 
 _meshgrid = primitive("meshgrid", lambda xp, *xs, indexing="xy": tuple(xp.meshgrid(*xs, indexing=indexing)),
-                      save=(), multi=True, chapter=_C)
+                      save=(), multi=True, view=True, chapter=_C)
 _meshgrid.defvjp(rest=_meshgrid_vjp)
 _meshgrid.defjvp(rest=joint_linear_jvp(_meshgrid))
 

@@ -61,7 +61,7 @@ def _astype_vjp(xp: Any, g: Any, ans: Any, x: Any, *, dtype: Any, copy: bool = T
     return array_api_compat.to_device(g, src)
 
 
-_astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, chapter=_C)
+_astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, view=True, chapter=_C)
 _astype.defvjp(_astype_vjp)
 
 

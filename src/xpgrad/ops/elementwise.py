@@ -60,7 +60,7 @@ _negative = primitive("negative", lambda xp, x: xp.negative(x), save=(), chapter
 _negative.defvjp(lambda xp, g, ans, x: -g)
 defjvp_from_vjp(_negative)
 
-_positive = primitive("positive", lambda xp, x: xp.positive(x), save=(), chapter=_C)
+_positive = primitive("positive", lambda xp, x: xp.positive(x), save=(), view=True, chapter=_C)
 _positive.defvjp(lambda xp, g, ans, x: g)
 defjvp_from_vjp(_positive)
 
@@ -181,15 +181,15 @@ def _abs_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
 _abs.defvjp(_abs_vjp)
 defjvp_from_vjp(_abs)
 
-_real = primitive("real", lambda xp, x: xp.real(x), save=(), chapter=_C)
+_real = primitive("real", lambda xp, x: xp.real(x), save=(), view=True, chapter=_C)
 _real.defvjp(lambda xp, g, ans, x: g)
 defjvp_from_vjp(_real)
 
-_imag = primitive("imag", lambda xp, x: xp.imag(x), save=(), chapter=_C)
+_imag = primitive("imag", lambda xp, x: xp.imag(x), save=(), view=True, chapter=_C)
 _imag.defvjp(lambda xp, g, ans, x: g * 1j)
 defjvp_from_vjp(_imag)
 
-_conj_p = primitive("conj", lambda xp, x: xp.conj(x), save=(), chapter=_C)
+_conj_p = primitive("conj", lambda xp, x: xp.conj(x), save=(), view=True, chapter=_C)
 _conj_p.defvjp(lambda xp, g, ans, x: _conj(xp, g))
 defjvp_from_vjp(_conj_p)
 

@@ -200,14 +200,14 @@ def _irfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: s
     return _resize_to(xp, half, axes, x.shape)
 
 
-def _transform(name: str, vjp: Any) -> Any:
+def _transform(name: str, vjp: Any, **opts: Any) -> Any:
     """A linear transform ``xp.fft.<name>``: the backend's forward, the same transform
     of the tangent as JVP, the adjoint as VJP (only the input's shape is kept)."""
 
     def fwd(xp: Any, x: Any, **kw: Any) -> Any:
         return getattr(xp.fft, name)(x, **kw)
 
-    p = primitive(name, fwd, save=(), chapter=_C)
+    p = primitive(name, fwd, save=(), chapter=_C, **opts)
     p.defvjp(vjp)
     p.defjvp(lambda xp, t, ans, x, **kw: getattr(xp.fft, name)(t, **kw))
     return p
@@ -224,8 +224,9 @@ _irfftn = _transform("irfftn", _irfftn_vjp)
 _hfft = _transform("hfft", _hfft_vjp)
 _ihfft = _transform("ihfft", _ihfft_vjp)
 
-_fftshift = _transform("fftshift", lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes))
-_ifftshift = _transform("ifftshift", lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes))
+# (view: a shift over no axis is the input itself on Dask)
+_fftshift = _transform("fftshift", lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes), view=True)
+_ifftshift = _transform("ifftshift", lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes), view=True)
 
 
 # ---------------------------------------------------------------- the namespace functions

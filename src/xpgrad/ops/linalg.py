@@ -782,7 +782,9 @@ def _matrix_power_jvp(xp: Any, t: Any, ans: Any, x: Any, *, n: int) -> Any:
     return _sandwich(_powers(xp, b, -n), -(b @ t @ b))
 
 
-_matrix_power = primitive("matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), save=(0,), chapter=_C)
+# (view: NumPy's power 1 is the matrix itself)
+_matrix_power = primitive("matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), save=(0,), view=True,
+                          chapter=_C)
 _matrix_power.defvjp(_matrix_power_vjp)
 _matrix_power.defjvp(_matrix_power_jvp)
 

@@ -78,7 +78,7 @@ def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
 
 
 _broadcast_arrays = primitive(
-    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, chapter=_C
+    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, view=True, chapter=_C
 )
 _broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
 _broadcast_arrays.defjvp(rest=joint_linear_jvp(_broadcast_arrays))
@@ -240,7 +240,7 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
     return apply(_moveaxis, (x,), {"source": source, "destination": destination})
 
 
-_flip = primitive("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), save=(), chapter=_C)
+_flip = primitive("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), save=(), view=True, chapter=_C)
 _flip.defvjp(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis))
 _flip.defjvp(linear_jvp(_flip))
 
@@ -337,7 +337,7 @@ def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
 
 
 _unstack = primitive(
-    "unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(), multi=True, chapter=_C
+    "unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(), multi=True, view=True, chapter=_C
 )
 _unstack.defvjp(_unstack_vjp)
 _unstack.defjvp(linear_jvp(_unstack))
@@ -379,7 +379,8 @@ def _repeat_fwd(xp: Any, x: Any, repeats: Any, *, axis: int | None = None) -> An
     return xp.repeat(x, repeats, axis=axis)
 
 
-_repeat = primitive("repeat", _repeat_fwd, save=(1,), chapter=_C)
+# (view: one repetition is the input itself on Dask, as a tile by ones is)
+_repeat = primitive("repeat", _repeat_fwd, save=(1,), view=True, chapter=_C)
 _repeat.defvjp(_repeat_vjp, None)
 _repeat.defjvp(linear_jvp(_repeat), None)
 
@@ -410,7 +411,7 @@ def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]
     return xp.reshape(total, shape)
 
 
-_tile = primitive("tile", lambda xp, x, *, repetitions: xp.tile(x, repetitions), save=(), chapter=_C)
+_tile = primitive("tile", lambda xp, x, *, repetitions: xp.tile(x, repetitions), save=(), view=True, chapter=_C)
 _tile.defvjp(_tile_vjp)
 _tile.defjvp(linear_jvp(_tile))
 

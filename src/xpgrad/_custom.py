@@ -14,12 +14,20 @@ A decorated function runs as written until something differentiates it. Then:
 
 What a rule returns is checked (count, structure, shape, dtype, device) and a
 mismatch raises an error that names the rule.
+
+As in JAX, a rule may call the decorated function itself (``return f(x), residuals``,
+``return f(x), cos(x) * t``): inside ``custom_vjp``'s ``fwd`` the call evaluates the
+primal function; inside a ``custom_jvp`` rule it is the function one differentiation
+level down. ``nondiff_argnums`` (JAX's: non-array arguments such as functions, passed
+first to ``bwd`` and to the jvp rule) and ``custom_jvp.defjvps`` are supported; pytrees
+are lists, tuples, namedtuples and dicts.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from ._dtypes import dtype_name, is_float
@@ -30,6 +38,10 @@ from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
 
 __all__ = ["custom_jvp", "custom_vjp"]
+
+# the custom_vjp functions whose fwd rule is running: calling one of them inside its own
+# fwd evaluates the primal function (JAX's f_fwd writes `return f(x), residuals`)
+_IN_FWD: ContextVar[frozenset[int]] = ContextVar("xpgrad_custom_vjp_in_fwd", default=frozenset())
 
 
 def _fname(f: Any) -> str:
@@ -89,16 +101,59 @@ def _records(leaves: list[Any]) -> bool:
     return GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a.requires_grad for a in leaves)
 
 
+def _argnums(who: str, nondiff_argnums: Sequence[int]) -> tuple[int, ...]:
+    try:
+        nums = tuple(sorted({int(i) for i in nondiff_argnums}))
+    except TypeError:
+        msg = f"{who}: nondiff_argnums must be a sequence of ints, got {nondiff_argnums!r}"
+        raise XpgradTypeError(msg) from None
+    if any(i < 0 for i in nums):
+        msg = f"{who}: nondiff_argnums must be non-negative positions, got {nondiff_argnums!r}"
+        raise XpgradValueError(msg)
+    return nums
+
+
+def _split(owner: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """(the non-differentiable arguments, the others), as JAX's ``nondiff_argnums`` splits them."""
+    nums = owner.nondiff_argnums
+    if not nums:
+        return (), args
+    if nums[-1] >= len(args):
+        msg = f"{owner.kind} {owner.__name__}: nondiff_argnums {nums} but the call has {len(args)} arguments"
+        raise XpgradValueError(msg)
+    nd = tuple(args[i] for i in nums)
+    for k, a in zip(nums, nd):
+        for leaf in _tree().leaves_of(a):
+            if isinstance(leaf, Tensor) and (leaf.requires_grad or leaf._fw):
+                msg = (f"{owner.kind} {owner.__name__}: argument {k} is in nondiff_argnums but is being "
+                       "differentiated (a traced Tensor); pass arrays as ordinary arguments (a None cotangent "
+                       "makes them non-differentiable) and keep nondiff_argnums for functions, strings and the like")
+                raise XpgradTypeError(msg)
+    return nd, tuple(a for i, a in enumerate(args) if i not in nums)
+
+
+def _merge(owner: Any, nd: tuple[Any, ...], diff: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The full argument tuple from the non-differentiable and the differentiable ones."""
+    if not nd:
+        return diff
+    out: list[Any] = []
+    nds, diffs = iter(nd), iter(diff)
+    for i in range(len(nd) + len(diff)):
+        out.append(next(nds) if i in owner.nondiff_argnums else next(diffs))
+    return tuple(out)
+
+
 class _Call:
     """What one recorded call keeps for its backward: residuals or primals, and a cache
     so that the user's rule runs once per backward pass, not once per argument."""
 
-    __slots__ = ("args", "g", "leaves", "owner", "pos", "res", "result", "struct")
+    __slots__ = ("args", "g", "leaves", "nd", "owner", "pos", "res", "result", "struct")
 
     def __init__(self, owner: Any, args: tuple[Any, ...], leaves: list[Any], pos: list[int], struct: Any,
-                 res: Any = None) -> None:
+                 res: Any = None, nd: tuple[Any, ...] = ()) -> None:
         self.owner = owner
-        self.args = args
+        self.args = args  # the differentiable arguments
+        self.nd = nd  # the nondiff_argnums arguments
         self.leaves = leaves
         self.pos = pos  # which argument leaves are the node's inputs (the Tensors)
         self.struct = struct  # the output's structure
@@ -156,7 +211,21 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
     ``fwd(*args)`` returns ``(out, residuals)``; ``bwd(residuals, cotangent)`` returns
     a tuple with one cotangent per argument of ``f`` (None for a zero, or for a
     non-array argument), each with its argument's structure, shape and dtype.
+    Residuals may be any pytree (lists, tuples, namedtuples, dicts of arrays).
     Complex cotangents follow PyTorch's convention (``g * conj(f'(z))``).
+
+    ``fwd`` may call ``f`` itself, as JAX's documentation writes it
+    (``return f(x, y), (cos(x), y)``): inside ``fwd`` that call evaluates the primal
+    function (recorded as its operations, so residuals computed from it keep their
+    history for ``grad`` of ``grad``).
+
+    ``nondiff_argnums`` (``functools.partial(xg.custom_vjp, nondiff_argnums=(0,))``)
+    names arguments that are not arrays (a function, a string): ``fwd`` takes all the
+    arguments, ``bwd(*nondiff_args, residuals, g)`` returns cotangents for the others.
+    An array that is being differentiated there raises XpgradTypeError.
+
+    Unlike JAX, ``jvp`` of a custom_vjp function differentiates ``fwd``'s operations
+    (where they are xpgrad operations) instead of raising.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -176,10 +245,11 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
     kind = "custom_vjp"
     save = ()
 
-    def __init__(self, fun: Callable[..., Any]) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()) -> None:
         functools.update_wrapper(self, fun)
         self.__name__: str = _fname(fun)
         self.fun = fun
+        self.nondiff_argnums = _argnums(f"custom_vjp {self.__name__}", nondiff_argnums)
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
 
@@ -193,13 +263,21 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             msg = f"custom_vjp {self.__name__}: no rule defined; call {self.__name__}.defvjp(fwd, bwd) first"
             raise XpgradRuntimeError(msg)
         t = _tree()
-        leaves = t.leaves_of(args)
-        if not _records(leaves):
+        nd, diff = _split(self, args)
+        leaves = t.leaves_of(diff)
+        running = _IN_FWD.get()
+        if not _records(leaves) or id(self) in running:
+            # not differentiated, or called by its own fwd rule: the primal function (recorded
+            # as its operations, so residuals computed from it keep their history)
             out = self.fun(*args)
             self._check_tangents(leaves, t.leaves_of(out), _fname(self.fun))
             return out
         who = f"custom_vjp {self.__name__}: the fwd rule {_fname(self.fwd)}"
-        res = self.fwd(*args)
+        token = _IN_FWD.set(running | {id(self)})
+        try:
+            res = self.fwd(*args)
+        finally:
+            _IN_FWD.reset(token)
         if not (isinstance(res, tuple) and len(res) == 2):
             msg = f"{who} must return an (output, residuals) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
@@ -211,7 +289,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
                 raise XpgradTypeError(msg)
         self._check_tangents(leaves, out_leaves, _fname(self.fwd))
         pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
-        call = _Call(self, args, leaves, pos, out, residuals)
+        call = _Call(self, diff, leaves, pos, out, residuals, nd)
         fw = [o._fw if isinstance(o, Tensor) else None for o in out_leaves]
         return _record_call(self, call, out_leaves, fw)
 
@@ -243,10 +321,10 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
         assert self.bwd is not None  # noqa: S101 - checked in __call__
         who = f"custom_vjp {self.__name__}: the bwd rule {_fname(self.bwd)}"
         if graph:
-            got = self.bwd(call.res, ct)
+            got = self.bwd(*call.nd, call.res, ct)
         else:
             with no_grad():
-                got = self.bwd(call.res, ct)
+                got = self.bwd(*call.nd, call.res, ct)
         return _check_cotangents(got, call, who)
 
 
@@ -281,7 +359,12 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     for arguments without one) and returns ``(out, tangent_out)``, ``tangent_out``
     with ``out``'s structure, shapes and dtypes and linear in the tangents. Reverse
     mode uses the transposed rule, so one rule serves ``jvp``, ``grad`` and their
-    compositions.
+    compositions. The rule may call the function itself for ``out`` (as below);
+    ``grad(grad(f))`` then uses the rule at both orders, as in JAX.
+
+    ``f.defjvps(jvp_0, jvp_1, ...)`` gives one rule per argument instead (see
+    :meth:`defjvps`). ``nondiff_argnums`` names arguments that are not arrays: they
+    come first in the rule's signature, ``jvp(*nondiff_args, primals, tangents)``.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -303,40 +386,85 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     kind = "custom_jvp"
     save = None  # the transposed rule needs the primals
 
-    def __init__(self, fun: Callable[..., Any]) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()) -> None:
         functools.update_wrapper(self, fun)
         self.__name__: str = _fname(fun)
         self.fun = fun
+        self.nondiff_argnums = _argnums(f"custom_jvp {self.__name__}", nondiff_argnums)
         self.jvp: Callable[..., Any] | None = None
 
     def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
-        """Set the rule ``jvp(primals, tangents) -> (out, tangent_out)``; usable as a decorator."""
+        """Set the rule ``jvp(*nondiff_args, primals, tangents) -> (out, tangent_out)``; usable as a decorator."""
         self.jvp = jvp
         return jvp
+
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """Set the rule as one function per argument, as JAX's ``defjvps``.
+
+        ``jvps[i](t_i, primal_out, *primals)`` is the tangent of the output due to argument
+        ``i``'s tangent ``t_i`` (None: that argument has no effect on the derivative); the
+        tangents of the arguments are summed.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> @xg.custom_jvp
+            ... def f(x, y):
+            ...     return x ** 2 * y
+            >>> f.defjvps(lambda x_dot, ans, x, y: 2 * x * y * x_dot, None)
+            >>> [float(g) for g in xg.grad(f, (0, 1))(2.0, 3.0)]
+            [12.0, 0.0]
+        """
+        if self.nondiff_argnums:
+            msg = f"custom_jvp {self.__name__}: defjvps cannot be used with nondiff_argnums; use defjvp"
+            raise XpgradTypeError(msg)
+        rules = tuple(jvps)
+
+        def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+            if len(rules) != len(primals):
+                msg = (f"custom_jvp {self.__name__}: defjvps got {len(rules)} rules for a call "
+                       f"with {len(primals)} arguments")
+                raise XpgradTypeError(msg)
+            out = self(*primals)
+            t = _tree()
+            total: Any = None
+            for r, tan in zip(rules, tangents):
+                if r is None:
+                    continue
+                part = r(tan, out, *primals)
+                total = part if total is None else t.map2(lambda a, b: a + b, total, part, f"custom_jvp {self.__name__}",
+                                                          "the tangents of defjvps' rules")
+            if total is None:
+                total = t.tree_map(lambda o: _zeros(o, isinstance(o, Tensor)), out)
+            return out, total
+
+        jvp.__name__ = f"defjvps({', '.join(_fname(r) for r in rules)})"
+        self.jvp = jvp
 
     def __call__(self, *args: Any) -> Any:
         if self.jvp is None:
             msg = f"custom_jvp {self.__name__}: no rule defined; decorate one with @{self.__name__}.defjvp first"
             raise XpgradRuntimeError(msg)
         t = _tree()
-        leaves = t.leaves_of(args)
+        nd, diff = _split(self, args)
+        leaves = t.leaves_of(diff)
         active = FWD_LEVELS.get()
         levels = {lv for a in leaves if isinstance(a, Tensor) and a._fw for lv in a._fw if lv in active}
         if levels:
-            return self._forward(args, leaves, max(levels), active)
+            return self._forward(nd, diff, leaves, max(levels), active)
         if not _records(leaves):
             return self.fun(*args)
         with no_grad():
-            out = self.fun(*[t.tree_map(lambda a: _wrap(a.data) if isinstance(a, Tensor) else a, x) for x in args])
+            out = self.fun(*_merge(self, nd, tuple(
+                t.tree_map(lambda a: _wrap(a.data) if isinstance(a, Tensor) else a, x) for x in diff)))
         out_leaves = t.leaves_of(out)
         pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
-        call = _Call(self, args, leaves, pos, out)
+        call = _Call(self, diff, leaves, pos, out, None, nd)
         return _record_call(self, call, out_leaves, None)
 
-    def _run_rule(self, primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any, str]:
+    def _run_rule(self, nd: tuple[Any, ...], primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any, str]:
         assert self.jvp is not None  # noqa: S101 - checked in __call__
         who = f"custom_jvp {self.__name__}: the jvp rule {_fname(self.jvp)}"
-        res = self.jvp(primals, tangents)
+        res = self.jvp(*nd, primals, tangents)
         if not (isinstance(res, tuple) and len(res) == 2):
             msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
@@ -350,7 +478,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             _check_leaf(d, o, who, f"the tangent of output {k}")
         return out, tout, who
 
-    def _forward(self, args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
+    def _forward(self, nd: tuple[Any, ...], args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
         """Apply the rule for ``level``; the outer levels differentiate the rule itself."""
         t = _tree()
 
@@ -365,7 +493,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         tangents = tuple(t.tree_map(tangent, a) for a in args)
         token = FWD_LEVELS.set(tuple(lv for lv in active if lv < level))
         try:
-            out, tout, _ = self._run_rule(tuple(args), tangents)
+            out, tout, _ = self._run_rule(nd, tuple(args), tangents)
         finally:
             FWD_LEVELS.reset(token)
 
@@ -400,7 +528,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         window = _cut.open_window(f"custom_jvp {self.__name__}")
         try:
             with enable_grad():
-                _, tout, _who = self._run_rule(tuple(primals), tuple(tangents))
+                _, tout, _who = self._run_rule(call.nd, tuple(primals), tuple(tangents))
         finally:
             _cut.close(window)
         touts = t.leaves_of(tout)

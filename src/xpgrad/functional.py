@@ -51,9 +51,18 @@ def _is_array(x: Any) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tensor)
 
 
+def _seq(x: Any) -> bool:
+    """A list or tuple (namedtuples included, as in JAX) that the tree helpers descend into."""
+    return isinstance(x, (list, tuple)) and type(x) is not _Pair
+
+
+def _rebuild(like: Any, items: Any) -> Any:
+    return type(like)(*items) if hasattr(like, "_fields") else type(like)(items)
+
+
 def _tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
-        return type(tree)(_tree_map(fn, t) for t in tree)
+    if _seq(tree):
+        return _rebuild(tree, [_tree_map(fn, t) for t in tree])
     if isinstance(tree, dict):
         return {k: _tree_map(fn, v) for k, v in tree.items()}
     return fn(tree)
@@ -317,17 +326,17 @@ def _grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, ho
 # ---------------------------------------------------------------------- pytrees
 def _tree_map2(fn: Callable[[Any, Any], Any], a: Any, b: Any, func: str, what: str) -> Any:
     """Map over two trees of the same structure (lists/tuples/dicts), naming ``what`` on mismatch."""
-    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
-        if not isinstance(b, (list, tuple)) or len(a) != len(b):
+    if _seq(a):
+        if not _seq(b) or len(a) != len(b):
             msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
             raise XpgradValueError(msg)
-        return type(a)(_tree_map2(fn, x, y, func, what) for x, y in zip(a, b))
+        return _rebuild(a, [_tree_map2(fn, x, y, func, what) for x, y in zip(a, b)])
     if isinstance(a, dict):
         if not isinstance(b, dict) or set(a) != set(b):
             msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
             raise XpgradValueError(msg)
         return {k: _tree_map2(fn, a[k], b[k], func, what) for k in a}
-    if isinstance(b, (list, tuple, dict)) and not hasattr(b, "_fields"):
+    if _seq(b) or isinstance(b, dict):
         msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
         raise XpgradValueError(msg)
     return fn(a, b)
@@ -578,8 +587,6 @@ def _check_tangents(out: Any, level: int, func: str, fname: str, cuts: list[Any]
 
 class _Pair(tuple):  # type: ignore[type-arg]
     """(primal, tangent) of one output leaf; a tuple subclass the tree helpers treat as a leaf."""
-
-    _fields = ("primal", "tangent")
 
 
 def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:

@@ -391,7 +391,11 @@ def _pass(
     if targets is not None:
         for k, t in enumerate(targets):
             if t._node is None and id(t) in leaf_grads:
-                results[k] = leaf_grads[id(t)]
+                g = leaf_grads[id(t)]
+                if t._hooks:  # a leaf's hooks run for grad() and backward(inputs=) too, as in PyTorch
+                    owned.discard(id(g))
+                    g = _apply_hooks(t._hooks, g, create_graph)
+                results[k] = g
         if borrowed:  # a value scale() passed through (a saved input): the caller gets a copy
             for k, r in enumerate(results):
                 if r is not None and borrowed.get(id(r)) is r:
@@ -509,8 +513,45 @@ def _apply_hooks(hooks: list[Any], g: Any, create_graph: bool) -> Any:
         gt = g if create_graph else _wrap(g)
         r = hook(gt)
         if r is not None:
+            check_hook_result(hook, r, g, "tensor hook")
             g = r if create_graph else (r.data if isinstance(r, Tensor) else r)
     return g
+
+
+def _known(shape: tuple[Any, ...]) -> bool:
+    return all(isinstance(n, int) for n in shape)  # Dask's unknown sizes are NaN or None
+
+
+def check_hook_result(hook: Any, r: Any, g: Any, what: str) -> None:
+    """A hook's replacement gradient ``r`` must have the shape, dtype, library and device of
+    ``g``, the gradient it was shown (PyTorch: "hook has changed the size/type of value")."""
+    from .._backends import _device_text
+    from .._dispatch import backend_namespace as _ns
+    from .._exceptions import DeviceMismatchError
+
+    name = getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or type(hook).__name__
+    who = f"{what} {name}"
+    rd = r.data if isinstance(r, Tensor) else r
+    gd = g.data if isinstance(g, Tensor) else g
+    if not (hasattr(rd, "shape") and hasattr(rd, "dtype")):
+        msg = (f"{who} returned {type(r).__name__}; a hook must return None or a Tensor like the gradient "
+               f"(shape {tuple(gd.shape)}, dtype {dtype_name(gd.dtype)})")
+        raise XpgradTypeError(msg)
+    rs, gs = tuple(rd.shape), tuple(gd.shape)
+    if rs != gs and _known(rs) and _known(gs):
+        msg = f"{who} has changed the size of value: expected shape {gs}, got {rs}"
+        raise XpgradValueError(msg)
+    if type(rd) is not type(gd):
+        _ns(rd, gd, func=who)  # NamespaceMismatchError for two array libraries
+    if rd.dtype != gd.dtype:
+        msg = f"{who} has changed the type of value: expected dtype {dtype_name(gd.dtype)}, got {dtype_name(rd.dtype)}"
+        raise XpgradTypeError(msg)
+    import array_api_compat
+
+    rdev, gdev = array_api_compat.device(rd), array_api_compat.device(gd)
+    if rdev is not None and gdev is not None and rdev != gdev:
+        msg = f"{who} has changed the device of value: expected device {_device_text(gdev)}, got {_device_text(rdev)}"
+        raise DeviceMismatchError(msg)
 
 
 def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:

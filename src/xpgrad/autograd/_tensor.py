@@ -257,6 +257,15 @@ class Tensor:
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
         """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one.
 
+        A non-None result replaces the gradient and must match it, as in PyTorch ("hook
+        has changed the size/type of value"): another shape raises XpgradValueError,
+        another dtype (or something that is not an array) XpgradTypeError, another
+        array library NamespaceMismatchError, another device DeviceMismatchError, each
+        naming the hook and the expected and given values. A leaf's hooks run once per
+        backward pass on its summed gradient, for ``backward()``, ``backward(inputs=...)``
+        and ``xg.autograd.grad`` alike; with ``create_graph=True`` the hook sees a Tensor
+        on the tape.
+
         Returns a handle whose ``remove()`` unregisters the hook.
 
         Examples:

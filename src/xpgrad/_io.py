@@ -8,6 +8,17 @@ tensors is written under its own keys, so other safetensors readers see the same
 names. Writes go to a temporary file that replaces the target only when complete;
 a corrupt or truncated file raises :class:`~xpgrad.XpgradValueError`.
 
+The format: each array is one safetensors tensor (complex arrays as float32/float64
+with a last axis of 2, 0-d arrays as 0-d tensors); the structure is a JSON tree in
+the file's ``__xpgrad__`` metadata entry, ``{"format": 1, "tree": ...}``, whose
+nodes are ``{"d": [[key, node], ...]}``, ``{"l": [...]}``, ``{"tu": [...]}``,
+``{"t": name}`` (with ``"complex": true`` for a complex array), ``{"f": "nan"}``
+and ``{"v": value}``. :func:`load` checks the whole tree against the tensor headers
+before it reads any tensor, and refuses with :class:`~xpgrad.XpgradValueError`
+what :func:`save` never writes: a tensor referenced twice (so a small file cannot
+load as many copies of one tensor), nesting past 100 levels, a ``"complex"`` flag
+on any other tensor, an unknown format number or a malformed node.
+
 ``safetensors`` is imported only when a file is read or written (``pip install
 "xpgrad[io]"``).
 """

@@ -317,3 +317,11 @@ def test_unreferenced_and_plain_files_still_load(tmp_path: Path) -> None:
     assert list(xg.load(path)) == ["a"]  # "extra" is not referenced, so not read
     plain = _write_raw(tmp_path / "plain.safetensors", {"s": np.array(1.5)}, None)
     assert xg.load(plain)["s"].shape == ()
+
+
+def test_save_accepts_raw_arrays_of_every_backend(backend: Any, tmp_path: Path) -> None:
+    path = tmp_path / "raw.safetensors"
+    xg.save({"w": backend.asarray(np.arange(4.0).reshape(2, 2)), "s": backend.asarray(np.array(3.0))}, path)
+    out = xg.load(path)
+    np.testing.assert_array_equal(_np(out["w"]), [[0.0, 1.0], [2.0, 3.0]])
+    assert out["s"].shape == () and float(out["s"]) == 3.0

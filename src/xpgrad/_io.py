@@ -8,6 +8,17 @@ tensors is written under its own keys, so other safetensors readers see the same
 names. Writes go to a temporary file that replaces the target only when complete;
 a corrupt or truncated file raises :class:`~xpgrad.XpgradValueError`.
 
+The format: each array is one safetensors tensor (complex arrays as float32/float64
+with a last axis of 2, 0-d arrays as 0-d tensors); the structure is a JSON tree in
+the file's ``__xpgrad__`` metadata entry, ``{"format": 1, "tree": ...}``, whose
+nodes are ``{"d": [[key, node], ...]}``, ``{"l": [...]}``, ``{"tu": [...]}``,
+``{"t": name}`` (with ``"complex": true`` for a complex array), ``{"f": "nan"}``
+and ``{"v": value}``. :func:`load` checks the whole tree against the tensor headers
+before it reads any tensor, and refuses with :class:`~xpgrad.XpgradValueError`
+what :func:`save` never writes: a tensor referenced twice (so a small file cannot
+load as many copies of one tensor), nesting past 100 levels, a ``"complex"`` flag
+on any other tensor, an unknown format number or a malformed node.
+
 ``safetensors`` is imported only when a file is read or written (``pip install
 "xpgrad[io]"``).
 """
@@ -18,7 +29,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import array_api_compat
 
@@ -80,17 +91,25 @@ def _cross(data: Any, xp: Any, device: Any) -> Any:
 
     host = np.asarray(_to_numpy(data))
     if not host.flags.writeable or not host.flags.c_contiguous:
-        host = np.ascontiguousarray(host).copy()
+        host = np.array(host, order="C", copy=True)  # (not ascontiguousarray: it makes a 0-d array 1-d)
     return xp.asarray(host, device=device)
 
 
 # ---------------------------------------------------------------------- save / load
+_MAX_DEPTH = 100  # nesting of dicts / lists / tuples that save writes and load accepts
+_RESERVED = (_META_KEY, "__metadata__")  # tensor names safetensors or xpgrad keep for themselves
+_COMPLEX_PARTS = {"F32": "complex64", "F64": "complex128"}  # what a "complex" tensor may be stored as
+
+
 def _host(value: Any, where: str) -> Any:
+    """A C-contiguous NumPy copy (or view) of ``value`` on the host, of the same shape (0-d stays 0-d)."""
     import numpy as np
 
     data = value.data if isinstance(value, Tensor) else value
     try:
-        host = np.ascontiguousarray(_to_numpy(data))
+        host = np.asarray(_to_numpy(data))
+        if not host.flags.c_contiguous:
+            host = np.array(host, order="C", copy=True)
     except Exception as e:
         msg = f"save: cannot copy the array at {where!r} ({type(data).__name__}) to the host: {e}"
         raise XpgradTypeError(msg) from e
@@ -102,15 +121,20 @@ def _is_array(v: Any) -> bool:
         return True
     if not (hasattr(v, "shape") and hasattr(v, "dtype")):
         return False
-    return hasattr(v, "__array_namespace__") or type(v).__module__ == "numpy"
+    # array_api_compat knows the libraries whose arrays lack __array_namespace__ (torch, Dask...)
+    return hasattr(v, "__array_namespace__") or type(v).__module__ == "numpy" or array_api_compat.is_array_api_obj(v)
 
 
 def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool) -> Any:
     """The JSON tree of ``obj``; arrays go to ``tensors`` and are replaced by references."""
+    if len(path) > _MAX_DEPTH:
+        msg = (f"save: the value is nested more than {_MAX_DEPTH} levels deep at {'.'.join(path[:8])}... "
+               "(a dict or list that contains itself?)")
+        raise XpgradValueError(msg)
     if _is_array(obj):
         name = path[-1] if flat else ".".join(path)
         base, n = name, 1
-        while name in tensors or name == _META_KEY:
+        while name in tensors or name in _RESERVED:  # "__metadata__" is escaped to "__metadata__#1"
             name = f"{base}#{n}"
             n += 1
         host = _host(obj, ".".join(path))
@@ -119,7 +143,7 @@ def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool
             import numpy as np
 
             real = np.float32 if host.dtype == np.complex64 else np.float64
-            host = np.ascontiguousarray(host).view(real).reshape((*host.shape, 2))
+            host = host.reshape((*host.shape, 1)).view(real)  # (view alone refuses 0-d arrays)
             ref["complex"] = True
         tensors[name] = host
         return ref
@@ -149,21 +173,27 @@ def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool
 def save(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Save a mapping of tensors (e.g. ``model.state_dict()``) to a safetensors file.
 
-    Values may be Tensors or arrays of any library (copied to the host), and plain
-    Python values or nested dicts / lists of them (an optimizer's ``state_dict()``).
-    The file is written next to ``path`` and renamed into place when complete, so
-    an error leaves an existing file unchanged.
+    Values may be Tensors or arrays of any library (NumPy, PyTorch, JAX, CuPy, Dask...;
+    copied to the host, detached, with their shape, 0-d included), and plain Python
+    values or nested dicts / lists / tuples of them (an optimizer's ``state_dict()``),
+    at most 100 levels deep. Each value is written as its own tensor: two entries
+    holding the same array load as two independent tensors. A flat mapping of
+    tensors is written under its own keys, except that a key spelled
+    ``__metadata__`` (which safetensors reserves) is stored as ``__metadata__#1``
+    and still loads under its own key. The file is written next to ``path`` and
+    renamed into place when complete, so an error leaves an existing file unchanged.
 
     Raises:
         XpgradTypeError: ``obj`` is not a mapping, or holds a value that cannot be stored.
+        XpgradValueError: ``obj`` is nested more than 100 levels deep (or contains itself).
         BackendNotInstalledError: ``safetensors`` is not installed.
 
     Examples:
         >>> import os, tempfile, xpgrad as xg
         >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
-        >>> xg.save({"w": xg.asarray([1.0, 2.0]), "step": 3}, path)
+        >>> xg.save({"w": xg.asarray([1.0, 2.0]), "step": 3, "t": xg.asarray(5.0)}, path)
         >>> xg.load(path)
-        {'w': Tensor([1., 2.], dtype=float64, device=cpu), 'step': 3}
+        {'w': Tensor([1., 2.], dtype=float64, device=cpu), 'step': 3, 't': Tensor(5., dtype=float64, device=cpu)}
     """
     if not isinstance(obj, Mapping):
         msg = (
@@ -198,28 +228,108 @@ def _safetensors() -> Any:
     return stn
 
 
-def _decode(node: Any, tensors: dict[str, Any], make: Any, path: str) -> Any:
-    if not isinstance(node, dict) or len(node) == 0:
-        msg = f"load: malformed xpgrad metadata at {path or '<root>'}"
+class _Checker:
+    """Validates the whole xpgrad metadata tree against the file's tensor headers, reading no tensor.
+
+    ``refs`` maps each referenced tensor name to whether it is stored as a complex
+    tensor; a name may be referenced once, so what load allocates is bounded by the file.
+    """
+
+    def __init__(self, target: str, headers: dict[str, tuple[str, list[int]]]) -> None:
+        self.target = target
+        self.headers = headers
+        self.refs: dict[str, bool] = {}
+        self.where: dict[str, str] = {}
+
+    def fail(self, path: str, what: str) -> NoReturn:
+        msg = f"load: {self.target!r} has malformed xpgrad metadata at {path or '<root>'}: {what}"
         raise XpgradValueError(msg)
-    if "t" in node:
-        name = node["t"]
-        if name not in tensors:
-            msg = f"load: the file's metadata names a tensor {name!r} that the file does not contain"
+
+    def check(self, node: Any, path: str, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            self.fail(path, f"nested more than {_MAX_DEPTH} levels deep")
+        if not isinstance(node, dict) or not node:
+            self.fail(path, f"expected a node like {{\"d\": [...]}}, got {_short(node)}")
+        kind = "t" if "t" in node else next(iter(node))
+        allowed = ("t", "complex") if kind == "t" else (kind,)
+        if kind not in ("t", "d", "l", "tu", "f", "v") or any(k not in allowed for k in node):
+            self.fail(path, f"unknown node {_short(node)}")
+        value = node[kind]
+        if kind == "t":
+            self.check_ref(node, value, path)
+        elif kind == "d":
+            self.check_dict(value, path, depth)
+        elif kind in ("l", "tu"):
+            if not isinstance(value, list):
+                self.fail(path, f"a list node holds {_short(value)}, not a list")
+            for i, v in enumerate(value):
+                self.check(v, f"{path}.{i}" if path else str(i), depth + 1)
+        elif kind == "f":
+            try:
+                ok = isinstance(value, str) and float(value) is not None
+            except ValueError:
+                ok = False
+            if not ok:
+                self.fail(path, f"a float node holds {_short(value)}, not a number's text")
+        elif value is not None and not isinstance(value, (bool, int, float, str)):
+            self.fail(path, f"a value node holds {_short(value)}, not a str, number, bool or null")
+
+    def check_dict(self, items: Any, path: str, depth: int) -> None:
+        if not isinstance(items, list):
+            self.fail(path, f"a dict node holds {_short(items)}, not a list of [key, value] pairs")
+        seen = set()
+        for pair in items:
+            if not isinstance(pair, list) or len(pair) != 2:
+                self.fail(path, f"a dict entry is {_short(pair)}, not a [key, value] pair")
+            k = pair[0]
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                self.fail(path, f"a dict key is {_short(k)}, not a str or int")
+            if k in seen:
+                self.fail(path, f"the key {k!r} appears twice")
+            seen.add(k)
+            self.check(pair[1], f"{path}.{k}" if path else str(k), depth + 1)
+
+    def check_ref(self, node: dict[str, Any], name: Any, path: str) -> None:
+        if not isinstance(name, str):
+            self.fail(path, f"a tensor reference names {_short(name)}, not a str")
+        if name not in self.headers:
+            msg = f"load: the file's metadata names a tensor {name!r} (at {path or '<root>'}) that the file does not contain"
             raise XpgradValueError(msg)
-        return make(tensors[name], bool(node.get("complex")))
-    if "d" in node:
-        return {k: _decode(v, tensors, make, f"{path}.{k}" if path else str(k)) for k, v in node["d"]}
-    if "l" in node:
-        return [_decode(v, tensors, make, f"{path}.{i}") for i, v in enumerate(node["l"])]
-    if "tu" in node:
-        return tuple(_decode(v, tensors, make, f"{path}.{i}") for i, v in enumerate(node["tu"]))
-    if "f" in node:
-        return float(node["f"])
-    if "v" in node:
-        return node["v"]
-    msg = f"load: malformed xpgrad metadata at {path or '<root>'}: {node!r}"
-    raise XpgradValueError(msg)
+        if name in self.refs:
+            self.fail(path, f"tensor {name!r} is referenced again (first at {self.where[name] or '<root>'}); "
+                            "each tensor of the file may be referenced once")
+        flag = node.get("complex", False)
+        if not isinstance(flag, bool):
+            self.fail(path, f"the 'complex' flag of tensor {name!r} is {_short(flag)}, not true or false")
+        if flag:
+            dtype, shape = self.headers[name]
+            if dtype not in _COMPLEX_PARTS or not shape or shape[-1] != 2:
+                self.fail(path, f"tensor {name!r} is flagged complex but has dtype {dtype} and shape {shape}; "
+                                "a complex tensor is stored as float32 or float64 with a last axis of 2")
+        self.refs[name] = flag
+        self.where[name] = path
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _decode(node: dict[str, Any], made: dict[str, Any]) -> Any:
+    """The value of a node that :class:`_Checker` accepted; ``made`` holds the tensors."""
+    kind = "t" if "t" in node else next(iter(node))
+    value = node[kind]
+    if kind == "t":
+        return made.pop(value)
+    if kind == "d":
+        return {k: _decode(v, made) for k, v in value}
+    if kind == "l":
+        return [_decode(v, made) for v in value]
+    if kind == "tu":
+        return tuple(_decode(v, made) for v in value)
+    if kind == "f":
+        return float(value)
+    return value
 
 
 def _read_tensor(f: Any, key: str, target: str) -> Any:
@@ -240,18 +350,49 @@ def _read_tensor(f: Any, key: str, target: str) -> Any:
     return host
 
 
+def _tree(target: str, raw: str, headers: dict[str, tuple[str, list[int]]]) -> tuple[Any, dict[str, bool]]:
+    """The checked metadata tree of a file and the tensors it references (name: complex flag)."""
+    try:
+        info = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        msg = f"load: {target!r} has damaged xpgrad metadata (not JSON, or nested too deeply: {type(e).__name__})"
+        raise XpgradValueError(msg) from None
+    if not isinstance(info, dict) or "tree" not in info or "format" not in info:
+        msg = f"load: {target!r} has damaged xpgrad metadata (expected an object with 'format' and 'tree')"
+        raise XpgradValueError(msg)
+    fmt = info["format"]
+    if type(fmt) is not int or fmt != _FORMAT:
+        msg = (f"load: {target!r} has xpgrad format {_short(fmt)}, which this version of xpgrad cannot read "
+               f"(it reads format {_FORMAT})")
+        raise XpgradValueError(msg)
+    tree = info["tree"]
+    checker = _Checker(target, headers)
+    checker.check(tree, "", 0)
+    if next(iter(tree)) != "d":
+        msg = f"load: {target!r} does not hold a mapping at its root"
+        raise XpgradValueError(msg)
+    return tree, checker.refs
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load what :func:`save` wrote (or any safetensors file) as Tensors on the current policy.
 
-    Tensors keep their saved dtype and go to the namespace and device of
-    :func:`xpgrad.current_policy`, so weights saved from NumPy load onto PyTorch
-    under ``with xg.default_device("torch"):``. A file written by another tool
-    loads as a flat dict of its tensors.
+    Tensors keep their saved dtype and shape (0-d included) and go to the
+    namespace and device of :func:`xpgrad.current_policy`, so weights saved from
+    NumPy load onto PyTorch under ``with xg.default_device("torch"):``. A file
+    written by another tool loads as a flat dict of its tensors.
+
+    The whole xpgrad metadata is checked against the file's tensor headers before
+    any tensor is read: each tensor may be referenced once, so the memory a load
+    takes is bounded by the file's size; nesting is limited to 100 levels; the
+    ``"complex"`` flag is accepted on float32/float64 tensors with a last axis of 2
+    only, and only format 1 is read. Tensors the metadata does not reference are
+    not read.
 
     Raises:
         FileNotFoundError: no such file.
         XpgradValueError: the file is not a complete safetensors file, or its
-            xpgrad metadata names a tensor the file lacks.
+            xpgrad metadata is malformed (names the problem and where it is).
 
     Examples:
         >>> import os, tempfile, xpgrad as xg
@@ -265,7 +406,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     from ._policy import current_policy
 
-    st = _safetensors()
+    _safetensors()
     target = os.fspath(path)
     if not os.path.exists(target):
         msg = f"load: no such file {target!r}"
@@ -275,36 +416,32 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
         with safe_open(target, framework="numpy") as f:
             meta = f.metadata() or {}
-            tensors = {k: _read_tensor(f, k, target) for k in f.keys()}
+            headers = {}
+            for k in f.keys():
+                sl = f.get_slice(k)
+                headers[k] = (sl.get_dtype(), list(sl.get_shape()))
+            raw = meta.get(_META_KEY)
+            if raw is None:
+                tree, refs = None, dict.fromkeys(headers, False)
+            else:
+                tree, refs = _tree(target, raw, headers)
+            hosts = {k: _read_tensor(f, k, target) for k in refs}
     except XpgradValueError:
         raise
     except Exception as e:
         msg = f"load: {target!r} is not a valid safetensors file (corrupt or truncated?): {e}"
         raise XpgradValueError(msg) from e
-    del st
     p = current_policy()
     xp, dev = p.xp, p.device
-
-    def make(host: Any, is_complex: bool) -> Tensor:
+    made: dict[str, Tensor] = {}
+    for name, is_complex in refs.items():
+        host = hosts.pop(name)  # one array at a time: the host copy is freed as it moves
         if is_complex:
-            host = np.ascontiguousarray(host)
-            cdt = np.complex64 if host.dtype == np.float32 else np.complex128
-            host = host.view(cdt).reshape(host.shape[:-1])
-        host = np.array(host, copy=True)  # writeable, owned memory for every library
-        return Tensor(xp.asarray(host, device=dev))
-
-    raw = meta.get(_META_KEY)
-    if raw is None:
-        return {k: make(v, False) for k, v in tensors.items()}
-    try:
-        info = json.loads(raw)
-        tree = info["tree"]
-    except (ValueError, KeyError, TypeError) as e:
-        msg = f"load: {target!r} has damaged xpgrad metadata ({e})"
-        raise XpgradValueError(msg) from e
-    out = _decode(tree, tensors, make, "")
-    if not isinstance(out, dict):
-        msg = f"load: {target!r} does not hold a mapping at its root"
-        raise XpgradValueError(msg)
+            host = np.ascontiguousarray(host).view(_COMPLEX_PARTS[headers[name][0]])[..., 0]
+        if not host.flags.writeable:
+            host = np.array(host, copy=True)  # writeable, owned memory for every library
+        made[name] = Tensor(xp.asarray(host, device=dev))
+    if tree is None:
+        return made
+    out: dict[str, Any] = _decode(tree, made)
     return out
-

@@ -730,6 +730,70 @@ class Tensor:
     def __irshift__(self, o: Any) -> Tensor:
         return self._inplace("bitwise_right_shift", o)
 
+    # ------------------------------------------------------------------ copying and pickling
+    def __copy__(self) -> Tensor:
+        """``copy.copy``: a second object for the same tensor (same data, version counter, graph)."""
+        new = _new(type(self))
+        for name in ("_fw", "_hooks", "_node", "_oidx", "_requires_grad", "_version", "data", "grad"):
+            setattr(new, name, getattr(self, name))
+        return new
+
+    def __deepcopy__(self, memo: dict[Any, Any]) -> Tensor:
+        """``copy.deepcopy`` of a leaf, as PyTorch does it: a new leaf with a deep copy of the data.
+
+        ``requires_grad`` and a deep copy of ``.grad`` are kept; hooks and
+        forward-mode tangents are not. As in PyTorch, a tensor with gradient
+        history (a non-leaf) is refused: deep-copy ``t.detach()`` instead. The
+        data is copied through ``memo`` by its library, so tensors copied together
+        (``copy.deepcopy((base, view))``) share a version counter exactly when
+        their copies share memory (PyTorch keeps views' aliasing, NumPy does not).
+
+        Raises:
+            XpgradRuntimeError: the tensor is not a leaf.
+
+        Examples:
+            >>> import copy, xpgrad as xg
+            >>> x = xg.asarray([1.0, 2.0], requires_grad=True)
+            >>> y = copy.deepcopy(x)
+            >>> y.requires_grad, y.is_leaf, y.data is x.data
+            (True, True, False)
+        """
+        if self._node is not None:
+            msg = (
+                "deepcopy: only tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol, as in PyTorch; this tensor has gradient history "
+                f"(grad_fn={self._node!r}); deep-copy t.detach() instead"
+            )
+            raise XpgradRuntimeError(msg)
+        import copy
+
+        data = copy.deepcopy(self.data, memo)
+        new = _leaf(type(self), data, _copied_version(self._version, data, memo))
+        new._requires_grad = self._requires_grad
+        memo[id(self)] = new
+        extra = getattr(self, "__dict__", None)  # a subclass's own attributes
+        if extra:
+            new.__dict__.update(copy.deepcopy(extra, memo))
+        g = self.grad
+        if g is not None:
+            new.grad = copy.deepcopy(g if g._node is None else g.detach(), memo)
+        return new
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickling, as PyTorch does it: the data and ``requires_grad``; no ``.grad``, hooks or graph.
+
+        A non-leaf pickles too and unpickles as a leaf (with ``requires_grad``, as
+        in PyTorch). The data is pickled by its own library.
+
+        Examples:
+            >>> import pickle, xpgrad as xg
+            >>> x = xg.asarray([1.0, 2.0], requires_grad=True)
+            >>> pickle.loads(pickle.dumps(x * 2))
+            Tensor([2., 4.], dtype=float64, device=cpu, requires_grad=True)
+        """
+        extra = getattr(self, "__dict__", None)  # a subclass's own attributes
+        return (_rebuild, (type(self), self.data, self._requires_grad), extra or None)
+
 
 def _imatmul(a: Any, b: Any) -> Any:
     """``a @= b``: the product written into ``a`` where it has ``a``'s shape and ``a`` is writable
@@ -936,3 +1000,58 @@ def _device_text(data: Any) -> str:
 
 
 _core._bind(Tensor, _wrap)
+
+
+# ---------------------------------------------------------------------- copying and pickling
+def _rebuild(cls: type[Tensor], data: Any, requires_grad: bool) -> Tensor:
+    """A leaf of class ``cls`` from pickled data (the reconstructor of :meth:`Tensor.__reduce_ex__`)."""
+    t = _leaf(cls, data, [0])
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _leaf(cls: type[Tensor], data: Any, version: list[int]) -> Tensor:
+    t = _new(cls)
+    t.data = data
+    t._node = None
+    t._oidx = 0
+    t._requires_grad = False
+    t.grad = None
+    t._version = version
+    t._hooks = None
+    t._fw = None
+    return t
+
+
+def _copied_version(version: list[int], data: Any, memo: dict[Any, Any]) -> list[int]:
+    """The version counter of a deep copy whose data is ``data``.
+
+    Copies of tensors that shared ``version`` share one new counter when their
+    copied data may share memory, and get their own otherwise.
+    """
+    key = ("xpgrad.Tensor._version", id(version))
+    entry: tuple[list[int], list[tuple[Any, list[int]]]] | None = memo.get(key)
+    if entry is None:
+        entry = memo[key] = (version, [])  # (the original is kept alive while its id is a key)
+    for other, counter in entry[1]:
+        if _may_alias(other, data):
+            return counter
+    counter = [version[0]]
+    entry[1].append((data, counter))
+    return counter
+
+
+def _may_alias(a: Any, b: Any) -> bool:
+    """Whether two arrays of one library may share memory (False where it cannot tell: no aliasing kept)."""
+    if a is b:
+        return True
+    if type(a).__module__.startswith("array_api_strict"):  # a wrapped NumPy array
+        a, b = getattr(a, "_array", a), getattr(b, "_array", b)
+    if array_api_compat.is_numpy_array(a) and array_api_compat.is_numpy_array(b):
+        import numpy as np
+
+        return bool(np.may_share_memory(a, b))
+    if array_api_compat.is_torch_array(a) and array_api_compat.is_torch_array(b):
+        return bool(a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    return False

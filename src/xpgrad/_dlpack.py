@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._exceptions import XpgradValueError
+from ._exceptions import XpgradTypeError, XpgradValueError
 
 __all__ = ["dlpack_kwargs"]
 
@@ -27,6 +27,10 @@ def _accepts(data: Any) -> frozenset[str]:
     t = type(data)
     got = _ACCEPTS.get(t)
     if got is None:
+        if not hasattr(t, "__dlpack__"):
+            msg = (f"__dlpack__: the backend's {t.__module__}.{t.__name__} arrays do not support DLPack "
+                   "(Dask's: compute the array, or move the Tensor to another library with .to(xp=...))")
+            raise XpgradTypeError(msg)
         try:
             params = inspect.signature(t.__dlpack__).parameters.values()
         except (TypeError, ValueError):  # a builtin without a signature: assume the standard's

@@ -98,6 +98,13 @@ def promoting(fwd: Any) -> Any:
     every backend give the standard's dtype, or raise as it does for that dtype.
     Python scalars, one dtype on both sides, and mixes the standard leaves to the
     library (integer with floating) go to ``fwd`` as they are.
+
+    Examples:
+        >>> import numpy as np, array_api_compat.numpy as cnp
+        >>> from xpgrad.ops._common import promoting
+        >>> band = promoting(lambda xp, a, b: a & b)
+        >>> band(cnp, np.asarray(511, dtype=np.uint16), np.asarray([255], dtype=np.uint8)).dtype
+        dtype('uint16')
     """
 
     def f(xp: Any, a: Any, b: Any, **kw: Any) -> Any:

@@ -20,6 +20,7 @@ __all__ = [
     "complex_dtype",
     "dtype",
     "dtype_name",
+    "promote_names",
     "real_dtype",
 ]
 
@@ -274,6 +275,45 @@ def real_dtype(name: str | DType | Any) -> str:
     except KeyError:
         msg = f"real_dtype: {n!r} is not a floating-point dtype; expected one of {list(_REAL)}"
         raise UnknownNameError(msg) from None
+
+
+_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64,
+         "float32": 32, "float64": 64, "complex64": 32, "complex128": 64}  # (complex: of each part)
+
+
+def promote_names(a: str, b: str) -> str | None:
+    """The standard's result dtype of two arrays of dtypes ``a`` and ``b`` (standard names).
+
+    The type promotion table of the standard (2025.12), whatever the arrays' shapes
+    (a 0-d array promotes as any other): within ``bool``, within the integers
+    (``int8`` and ``uint8`` give ``int16``) and within the floating dtypes (real and
+    complex mix: ``float64`` and ``complex64`` give ``complex128``). None where the
+    standard leaves the result to the library: integer with floating, ``bool`` with
+    a number, and ``int64`` with ``uint64``.
+
+    Examples:
+        >>> from xpgrad._dtypes import promote_names
+        >>> promote_names("uint16", "uint8"), promote_names("int8", "uint8"), promote_names("float64", "complex64")
+        ('uint16', 'int16', 'complex128')
+        >>> promote_names("int64", "float32") is None
+        True
+    """
+    if a == b:
+        return a
+    ka, kb = _KIND[a], _KIND[b]
+    if ka == "bool" or kb == "bool":
+        return None
+    if ka.endswith("floating") != kb.endswith("floating"):
+        return None
+    bits = max(_BITS[a], _BITS[b])
+    if ka.endswith("floating"):
+        return f"complex{2 * bits}" if "complex floating" in (ka, kb) else f"float{bits}"
+    if ka == kb:
+        return ("int" if ka == "signed integer" else "uint") + str(bits)
+    signed, unsigned = (a, b) if ka == "signed integer" else (b, a)
+    if _BITS[signed] > _BITS[unsigned]:
+        return signed
+    return None if _BITS[unsigned] == 64 else f"int{2 * _BITS[unsigned]}"
 
 
 def kind(dt: Any) -> str:

@@ -120,16 +120,20 @@ class Info:
             out["complex floating"] = DTYPES[complex_dtype(self._policy.dtype)]
         return out
 
-    def devices(self) -> list[Any]:
-        """The backend's devices (JAX's ``None``, its "uncommitted" placement, left out).
+    def devices(self) -> tuple[Any, ...]:
+        """The backend's devices, as a tuple (JAX's ``None``, its "uncommitted" placement, left out).
+
+        A tuple, as the standard's 2025.12 signature and every backend's own info object
+        give it.
 
         Examples:
             >>> import xpgrad as xg
             >>> with xg.default_device("array_api_strict"):
-            ...     len(xg.__array_namespace_info__().devices()) > 1
-            True
+            ...     devices = xg.__array_namespace_info__().devices()
+            >>> type(devices).__name__, len(devices) > 1
+            ('tuple', True)
         """
-        return namespace_devices(self._policy.xp)
+        return tuple(namespace_devices(self._policy.xp))
 
     def dtypes(self, *, device: Any = None, kind: str | tuple[str, ...] | None = None) -> dict[str, Any]:
         """The dtypes ``device`` (default: the policy's) supports, optionally of a ``kind``.

@@ -396,9 +396,31 @@ class Tensor:
 
         return tensor_namespace(self.data)
 
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[Any, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """Export the data as a DLPack capsule (the standard's signature; see ``xg.from_dlpack``).
+
+        The keywords go to the backend array's ``__dlpack__``; one that an older backend
+        lacks is left out where the standard allows it (see ``xpgrad._dlpack``).
+
+        Examples:
+            >>> import numpy as np, xpgrad as xg
+            >>> t = xg.asarray(np.arange(3.0))
+            >>> np.from_dlpack(t).tolist()
+            [0.0, 1.0, 2.0]
+        """
+        from .._dlpack import dlpack_kwargs
+
         self._leave("dlpack")
-        return self.data.__dlpack__(*args, **kwargs)
+        data, kw = dlpack_kwargs(self.data, stream, max_version, dl_device, copy)
+        return data.__dlpack__(**kw)
 
     def __dlpack_device__(self) -> Any:
         return self.data.__dlpack_device__()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._dtypes import DType, dtype_name, fast_name
+from .._dtypes import DType, dtype, dtype_name, fast_name, promote_names
+from .._exceptions import UnknownNameError
 from ..autograd._core import (
     GRAD_SLOT,
     WANT_FRESH,
@@ -21,7 +22,7 @@ from ..autograd._tensor import Tensor
 __all__ = [
     "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "broadcast_like",
     "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
-    "is_xpgrad",
+    "is_xpgrad", "promoting",
     "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "unit_from",
     "zeros_like_shape",
 ]
@@ -56,6 +57,71 @@ def _dtype_is_complex(dt: Any) -> bool:
 def is_complex(x: Any) -> bool:
     """Whether an array (or Tensor) has a complex dtype; cheap on the hot path."""
     return _dtype_is_complex(x.dtype)
+
+
+# (id(dtype a), id(dtype b)) -> (dtype a, dtype b, a's cast or None, b's cast or None): what
+# promoting() casts two arrays of those dtypes to (the entry holds the dtypes: no id reuse)
+_PROMOTE: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}
+
+
+def _casts(xp: Any, da: Any, db: Any) -> tuple[Any, Any]:
+    """The backend dtypes to cast arrays of dtypes ``da`` and ``db`` to (None: keep)."""
+    key = (id(da), id(db))
+    e = _PROMOTE.get(key)
+    if e is not None and e[0] is da and e[1] is db:
+        return e[2], e[3]
+    ta = tb = None
+    na: str | None
+    nb: str | None
+    try:
+        na, nb = fast_name(da) or dtype_name(da), fast_name(db) or dtype_name(db)
+    except UnknownNameError:  # a dtype outside the standard (bfloat16): the backend decides
+        na = nb = None
+    if na is not None and nb is not None and na != nb:
+        target = promote_names(na, nb)
+        if target is not None:  # (None: a mix the standard leaves to the library)
+            ta = None if na == target else dtype(target, xp)
+            tb = None if nb == target else dtype(target, xp)
+    if len(_PROMOTE) < 1024:
+        _PROMOTE[key] = (da, db, ta, tb)
+    return ta, tb
+
+
+def promoting(fwd: Any) -> Any:
+    """The forward ``fwd(xp, a, b)`` of a binary elementwise function, with the arrays first
+    cast to the standard's result dtype when their dtypes differ.
+
+    The standard's promotion table holds whatever the shapes, while a backend may have
+    its own rule: PyTorch lets a 1-d array's dtype win over a 0-d array's of the same
+    kind (``uint16`` 0-d ``&`` ``uint8`` 1-d is ``uint8`` there, ``uint16`` in the
+    standard) and refuses some mixes (``int8`` with ``uint16``). Casting first makes
+    every backend give the standard's dtype, or raise as it does for that dtype.
+    Python scalars, one dtype on both sides, and mixes the standard leaves to the
+    library (integer with floating) go to ``fwd`` as they are.
+
+    Examples:
+        >>> import numpy as np, array_api_compat.numpy as cnp
+        >>> from xpgrad.ops._common import promoting
+        >>> band = promoting(lambda xp, a, b: a & b)
+        >>> band(cnp, np.asarray(511, dtype=np.uint16), np.asarray([255], dtype=np.uint8)).dtype
+        dtype('uint16')
+    """
+
+    def f(xp: Any, a: Any, b: Any, **kw: Any) -> Any:
+        da = getattr(a, "dtype", None)
+        if da is not None:
+            db = getattr(b, "dtype", None)
+            if db is not None and db is not da and not is_xpgrad(xp):  # (on Tensors each op promotes)
+                ta, tb = _casts(xp, da, db)
+                if ta is not None:
+                    a = xp.astype(a, ta)
+                if tb is not None:
+                    b = xp.astype(b, tb)
+        return fwd(xp, a, b, **kw)
+
+    f.__name__ = f.__qualname__ = getattr(fwd, "__name__", "forward")
+    f.__wrapped__ = fwd  # type: ignore[attr-defined]
+    return f
 
 
 def conj(xp: Any, x: Any) -> Any:

@@ -16,7 +16,7 @@ import cmath
 import math
 from typing import Any
 
-from ._common import NOKW, Array, apply, apply1, apply2, defjvp_from_vjp, is_complex, primitive
+from ._common import NOKW, Array, apply, apply1, apply2, defjvp_from_vjp, is_complex, primitive, promoting
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 from ._common import scale as _scale  # g * d, in place when the engine owns g
 
@@ -37,20 +37,20 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 # ---------------------------------------------------------------- arithmetic
-_add = primitive("add", lambda xp, a, b: a + b, save=(), chapter=_C)
+_add = primitive("add", promoting(lambda xp, a, b: a + b), save=(), chapter=_C)
 _add.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: g)
 defjvp_from_vjp(_add)
 
-_subtract = primitive("subtract", lambda xp, a, b: a - b, save=(), chapter=_C)
+_subtract = primitive("subtract", promoting(lambda xp, a, b: a - b), save=(), chapter=_C)
 _subtract.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g)
 defjvp_from_vjp(_subtract)
 
-_multiply = primitive("multiply", lambda xp, a, b: a * b, chapter=_C)
+_multiply = primitive("multiply", promoting(lambda xp, a, b: a * b), chapter=_C)
 _multiply.defvjp(lambda xp, g, ans, a, b: _scale(xp, g, _conj(xp, b)),
                  lambda xp, g, ans, a, b: _scale(xp, g, _conj(xp, a)))
 defjvp_from_vjp(_multiply)
 
-_divide = primitive("divide", lambda xp, a, b: a / b, save=(1,), save_ans=True, chapter=_C)
+_divide = primitive("divide", promoting(lambda xp, a, b: a / b), save=(1,), save_ans=True, chapter=_C)
 _divide.defvjp(lambda xp, g, ans, a, b: g / _conj(xp, b),
                lambda xp, g, ans, a, b: -g * _conj(xp, ans / b))
 defjvp_from_vjp(_divide)
@@ -110,24 +110,24 @@ def _pow_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     return g * _conj(xp, ans * xp.log(safe))
 
 
-_pow = primitive("pow", lambda xp, a, b: a ** b, save_ans=True, chapter=_C)
+_pow = primitive("pow", promoting(lambda xp, a, b: a ** b), save_ans=True, chapter=_C)
 _pow.defvjp(_pow_vjp_x1, _pow_vjp_x2)
 defjvp_from_vjp(_pow)
 
-_remainder = primitive("remainder", lambda xp, a, b: a % b, chapter=_C)
+_remainder = primitive("remainder", promoting(lambda xp, a, b: a % b), chapter=_C)
 _remainder.defvjp(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g * xp.floor_divide(a, b))
 defjvp_from_vjp(_remainder)
 
-_floor_divide = primitive("floor_divide", lambda xp, a, b: a // b, zero_grad=True, chapter=_C)
+_floor_divide = primitive("floor_divide", promoting(lambda xp, a, b: a // b), zero_grad=True, chapter=_C)
 
 
 # ties (x1 == x2) split the gradient evenly, g/2 each, as PyTorch
-_maximum = primitive("maximum", lambda xp, a, b: xp.maximum(a, b), chapter=_C)
+_maximum = primitive("maximum", promoting(lambda xp, a, b: xp.maximum(a, b)), chapter=_C)
 _maximum.defvjp(lambda xp, g, ans, a, b: xp.where(a < b, 0.0, xp.where(a == b, g / 2, g)),
                 lambda xp, g, ans, a, b: xp.where(b < a, 0.0, xp.where(a == b, g / 2, g)))
 defjvp_from_vjp(_maximum)
 
-_minimum = primitive("minimum", lambda xp, a, b: xp.minimum(a, b), chapter=_C)
+_minimum = primitive("minimum", promoting(lambda xp, a, b: xp.minimum(a, b)), chapter=_C)
 _minimum.defvjp(lambda xp, g, ans, a, b: xp.where(a > b, 0.0, xp.where(a == b, g / 2, g)),
                 lambda xp, g, ans, a, b: xp.where(b > a, 0.0, xp.where(a == b, g / 2, g)))
 defjvp_from_vjp(_minimum)
@@ -160,12 +160,12 @@ _clip = primitive("clip", lambda xp, x, lo, hi: xp.clip(x, lo, hi), chapter=_C)
 _clip.defvjp(_clip_vjp_x, _clip_vjp_min, _clip_vjp_max)
 defjvp_from_vjp(_clip)
 
-_copysign = primitive("copysign", lambda xp, a, b: xp.copysign(a, b), save=(0,), save_ans=True, chapter=_C)
+_copysign = primitive("copysign", promoting(lambda xp, a, b: xp.copysign(a, b)), save=(0,), save_ans=True, chapter=_C)
 # d/dx1 = +-1 (0 at x1 == 0, as PyTorch); zero almost everywhere with respect to x2
 _copysign.defvjp(lambda xp, g, ans, a, b: g * (xp.sign(a) * xp.sign(ans)), lambda xp, g, ans, a, b: None)
 defjvp_from_vjp(_copysign)
 
-_nextafter = primitive("nextafter", lambda xp, a, b: xp.nextafter(a, b), zero_grad=True, chapter=_C)
+_nextafter = primitive("nextafter", promoting(lambda xp, a, b: xp.nextafter(a, b)), zero_grad=True, chapter=_C)
 
 # ---------------------------------------------------------------- complex parts
 _abs = primitive("abs", lambda xp, x: xp.abs(x), save=(0,), chapter=_C)
@@ -241,11 +241,11 @@ _log10 = primitive("log10", lambda xp, x: xp.log10(x), save=(0,), chapter=_C)
 _log10.defvjp(lambda xp, g, ans, x: g / _conj(xp, x * _LN10))
 defjvp_from_vjp(_log10)
 
-_logaddexp = primitive("logaddexp", lambda xp, a, b: xp.logaddexp(a, b), save_ans=True, chapter=_C)
+_logaddexp = primitive("logaddexp", promoting(lambda xp, a, b: xp.logaddexp(a, b)), save_ans=True, chapter=_C)
 _logaddexp.defvjp(lambda xp, g, ans, a, b: g * xp.exp(a - ans), lambda xp, g, ans, a, b: g * xp.exp(b - ans))
 defjvp_from_vjp(_logaddexp)
 
-_hypot = primitive("hypot", lambda xp, a, b: xp.hypot(a, b), save_ans=True, chapter=_C)
+_hypot = primitive("hypot", promoting(lambda xp, a, b: xp.hypot(a, b)), save_ans=True, chapter=_C)
 _hypot.defvjp(lambda xp, g, ans, a, b: g * (a / ans), lambda xp, g, ans, a, b: g * (b / ans))
 defjvp_from_vjp(_hypot)
 
@@ -274,7 +274,7 @@ _atan = primitive("atan", lambda xp, x: xp.atan(x), save=(0,), chapter=_C)
 _atan.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 + x * x))
 defjvp_from_vjp(_atan)
 
-_atan2 = primitive("atan2", lambda xp, a, b: xp.atan2(a, b), chapter=_C)
+_atan2 = primitive("atan2", promoting(lambda xp, a, b: xp.atan2(a, b)), chapter=_C)
 _atan2.defvjp(lambda xp, g, ans, a, b: g * b / (a * a + b * b), lambda xp, g, ans, a, b: -g * a / (a * a + b * b))
 defjvp_from_vjp(_atan2)
 
@@ -315,12 +315,12 @@ _where.defvjp(None, lambda xp, g, ans, c, a, b: xp.where(c, g, 0.0), lambda xp, 
 defjvp_from_vjp(_where)
 
 # ---------------------------------------------------------------- boolean and integer outputs (not differentiable)
-_equal = primitive("equal", lambda xp, a, b: a == b, nondiff=True, chapter=_C)
-_not_equal = primitive("not_equal", lambda xp, a, b: a != b, nondiff=True, chapter=_C)
-_greater = primitive("greater", lambda xp, a, b: a > b, nondiff=True, chapter=_C)
-_greater_equal = primitive("greater_equal", lambda xp, a, b: a >= b, nondiff=True, chapter=_C)
-_less = primitive("less", lambda xp, a, b: a < b, nondiff=True, chapter=_C)
-_less_equal = primitive("less_equal", lambda xp, a, b: a <= b, nondiff=True, chapter=_C)
+_equal = primitive("equal", promoting(lambda xp, a, b: a == b), nondiff=True, chapter=_C)
+_not_equal = primitive("not_equal", promoting(lambda xp, a, b: a != b), nondiff=True, chapter=_C)
+_greater = primitive("greater", promoting(lambda xp, a, b: a > b), nondiff=True, chapter=_C)
+_greater_equal = primitive("greater_equal", promoting(lambda xp, a, b: a >= b), nondiff=True, chapter=_C)
+_less = primitive("less", promoting(lambda xp, a, b: a < b), nondiff=True, chapter=_C)
+_less_equal = primitive("less_equal", promoting(lambda xp, a, b: a <= b), nondiff=True, chapter=_C)
 _isfinite = primitive("isfinite", lambda xp, x: xp.isfinite(x), nondiff=True, chapter=_C)
 _isinf = primitive("isinf", lambda xp, x: xp.isinf(x), nondiff=True, chapter=_C)
 _isnan = primitive("isnan", lambda xp, x: xp.isnan(x), nondiff=True, chapter=_C)
@@ -329,13 +329,13 @@ _logical_and = primitive("logical_and", lambda xp, a, b: xp.logical_and(a, b), n
 _logical_or = primitive("logical_or", lambda xp, a, b: xp.logical_or(a, b), nondiff=True, chapter=_C)
 _logical_xor = primitive("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), nondiff=True, chapter=_C)
 _logical_not = primitive("logical_not", lambda xp, x: xp.logical_not(x), nondiff=True, chapter=_C)
-_bitwise_and = primitive("bitwise_and", lambda xp, a, b: a & b, nondiff=True, chapter=_C)
-_bitwise_or = primitive("bitwise_or", lambda xp, a, b: a | b, nondiff=True, chapter=_C)
-_bitwise_xor = primitive("bitwise_xor", lambda xp, a, b: a ^ b, nondiff=True, chapter=_C)
+_bitwise_and = primitive("bitwise_and", promoting(lambda xp, a, b: a & b), nondiff=True, chapter=_C)
+_bitwise_or = primitive("bitwise_or", promoting(lambda xp, a, b: a | b), nondiff=True, chapter=_C)
+_bitwise_xor = primitive("bitwise_xor", promoting(lambda xp, a, b: a ^ b), nondiff=True, chapter=_C)
 _bitwise_invert = primitive("bitwise_invert", lambda xp, x: xp.bitwise_invert(x), nondiff=True, chapter=_C)
 # the functions, not the operators: array-api-strict checks x2 >= 0 only in the functions
-_bitwise_left_shift = primitive("bitwise_left_shift", lambda xp, a, b: xp.bitwise_left_shift(a, b), nondiff=True, chapter=_C)
-_bitwise_right_shift = primitive("bitwise_right_shift", lambda xp, a, b: xp.bitwise_right_shift(a, b), nondiff=True, chapter=_C)
+_bitwise_left_shift = primitive("bitwise_left_shift", promoting(lambda xp, a, b: xp.bitwise_left_shift(a, b)), nondiff=True, chapter=_C)
+_bitwise_right_shift = primitive("bitwise_right_shift", promoting(lambda xp, a, b: xp.bitwise_right_shift(a, b)), nondiff=True, chapter=_C)
 
 
 def abs(x: Array, /) -> Array:  # noqa: A001 - the standard's name

@@ -20,7 +20,7 @@ import xpgrad as xg
 
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, is_float, kind
-from .._exceptions import XpgradTypeError, XpgradValueError
+from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._tensor import Tensor
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf
@@ -674,6 +674,7 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
 
         t = move_array(t, bxp, _device(x))
     n_cls = xshape[cax]
+    t = _check_labels(t, n_cls, ignore_index, func, bxp)
     cshape = [1] * len(xshape)
     cshape[cax] = n_cls
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
@@ -682,6 +683,67 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
     if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
         hit = bxp.logical_and(hit, texp != ignore_index)
     return bxp.astype(hit, x.dtype), bxp.astype(t != ignore_index, x.dtype), tuple(cshape)
+
+
+def _label_error(host: Any, n_cls: int, ignore_index: int, func: str) -> XpgradIndexError:
+    """The error for the first class label of NumPy array ``host`` outside ``[0, n_cls)`` (not ``ignore_index``)."""
+    import numpy as np
+
+    bad = (host != ignore_index) & ((host < 0) | (host >= n_cls))
+    value = int(host[bad].flat[0])
+    msg = (
+        f"{func}: Target {value} is out of bounds: class labels must be in [0, {n_cls}) "
+        f"(the input has {n_cls} classes) or equal ignore_index={ignore_index}; "
+        f"{int(np.count_nonzero(bad))} of {host.size} targets are out of bounds"
+    )
+    return XpgradIndexError(msg)
+
+
+def _check_label_block(block: Any, n_cls: int, ignore_index: int, func: str) -> Any:
+    """A Dask block of targets, unchanged, once its labels are checked (runs when the loss is computed)."""
+    import numpy as np
+
+    host = np.asarray(block)
+    if host.size and ((host != ignore_index) & ((host < 0) | (host >= n_cls))).any():
+        raise _label_error(host, n_cls, ignore_index, func)
+    return block
+
+
+def _check_labels(t: Any, n_cls: int, ignore_index: int, func: str, bxp: Any) -> Any:
+    """Raise :class:`~xpgrad.XpgradIndexError` for a class label outside ``[0, n_cls)`` that is not ``ignore_index``.
+
+    PyTorch raises ("Target 3 is out of bounds"); unchecked, such a label matches no class,
+    and the loss counts it as 0 while its gradient is not. Where the values are known (every
+    eager library) the check is one reduction (a device sync on a GPU). On Dask it is part of
+    the graph (``map_blocks`` over ``t``; the checked ``t`` is returned and used): it raises
+    when the loss, or anything computed from it, is computed, and adds no compute of its own.
+    Under a JAX transformation (``jax.jit``, ``jax.grad``) the labels are tracers with no
+    values, and they are not checked.
+    """
+    from .._lazy import is_lazy
+
+    if is_lazy(t):
+        import functools
+
+        check = functools.partial(_check_label_block, n_cls=n_cls, ignore_index=ignore_index, func=func)
+        return t.map_blocks(check, dtype=t.dtype, token=f"{func}-check-labels")
+    import array_api_compat
+
+    if array_api_compat.is_jax_array(t):
+        import jax
+
+        if isinstance(t, jax.core.Tracer):
+            return t
+    if array_api_compat.is_torch_array(t) and t.device.type == "meta":
+        return t
+    bad = bxp.logical_and(t != ignore_index, bxp.logical_or(t < 0, t >= n_cls))
+    if bool(bxp.any(bad)):
+        from ..autograd._tensor import _to_numpy
+
+        import numpy as np
+
+        raise _label_error(np.asarray(_to_numpy(t)), n_cls, ignore_index, func)
+    return t
 
 
 def _class_weight(weight: Any, input: Any, cshape: tuple[int, ...], func: str) -> Any:
@@ -726,7 +788,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
         denom: Any = valid
     else:
         w = _class_weight(weight, input, cshape, "nll_loss")
-        w_t = xg.sum(onehot * w, axis=cax)
+        w_t = xg.sum(w * onehot, axis=cax)
         loss = -(picked * w_t)
         denom = w_t
     if reduction == "none":
@@ -872,7 +934,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
     if weight is not None:
         w = _class_weight(weight, input, cshape, func)
         smooth = -xg.sum(logp * w, axis=cax) * valid
-        denom: Any = xg.sum(onehot * w, axis=cax)
+        denom: Any = xg.sum(w * onehot, axis=cax)
     else:
         smooth = -xg.sum(logp, axis=cax) * valid
         denom = valid

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
-from ._dtypes import DType, dtype, dtype_name
+from ._dtypes import DType, dtype, dtype_name, x64_hint
 from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
 __all__ = [
@@ -157,7 +157,7 @@ def _check_device_dtype(xp: Any, device: Any, name: str, func: str) -> None:
     if name not in names:
         msg = (
             f"{func}: the device {device!r} of {getattr(xp, '__name__', xp)} has no dtype {name!r}; "
-            f"it has {sorted(names)}"
+            f"it has {sorted(names)}{x64_hint(xp, name)}"
         )
         raise DTypeUnavailableError(msg)
 

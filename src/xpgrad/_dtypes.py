@@ -202,7 +202,7 @@ _X64 = ("float64", "complex128")
 def _jax_x64() -> builtins.bool:
     import jax
 
-    return builtins.bool(jax.config.jax_enable_x64)
+    return builtins.bool(jax.config.read("jax_enable_x64"))
 
 
 def x64_hint(xp: Any, name: str) -> str:

@@ -707,8 +707,8 @@ def _index_error(host: Any, n: int, ignore_index: int | None, func: str) -> Xpgr
     value = int(host[bad].flat[0])
     count = f"{int(np.count_nonzero(bad))} of {host.size}"
     if ignore_index is None:  # embedding's indices; PyTorch: "index out of range in self"
-        msg = (f"{func}: index {value} out of range in self: the table has {n} rows, so indices must be "
-               f"in [0, {n}); {count} indices are out of range")
+        msg = (f"{func}: index out of range in self: index {value}, but the table has {n} rows, so indices "
+               f"must be in [0, {n}); {count} indices are out of range")
     else:
         msg = (f"{func}: Target {value} is out of bounds: class labels must be in [0, {n}) "
                f"(the input has {n} classes) or equal ignore_index={ignore_index}; {count} targets are out of bounds")

@@ -42,6 +42,7 @@ from ._exceptions import (
     NonDifferentiableError,
     UnknownNameError,
     XpgradError,
+    XpgradIndexError,
     XpgradRuntimeError,
     XpgradTypeError,
     XpgradValueError,

@@ -183,6 +183,7 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
     tqdm = _require("tqdm", "tqdm").tqdm if progress else None
     if plot is not None:
         _require("matplotlib", "matplotlib")
+        _check_plot_path(plot)
     x_tr, y_tr, x_te, y_te = load_digits_split(seed)
 
     start = time.perf_counter()
@@ -233,6 +234,18 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
     if plot is not None:
         plot_history(result, plot)
     return result
+
+
+def _check_plot_path(plot: str | Path) -> None:
+    """Refuse a ``--plot`` path that cannot be written before training, not after it."""
+    out = Path(plot)
+    parent = out.parent if str(out.parent) else Path()
+    if not parent.is_dir():
+        msg = f"demo: cannot write the plot to {str(out)!r}: the directory {str(parent)!r} does not exist"
+        raise XpgradValueError(msg)
+    if out.is_dir():
+        msg = f"demo: cannot write the plot to {str(out)!r}: it is a directory; give a file name such as {str(out / 'curves.png')!r}"
+        raise XpgradValueError(msg)
 
 
 def plot_history(result: DemoResult, path: str | Path) -> Path:

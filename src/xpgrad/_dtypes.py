@@ -182,6 +182,11 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None, *, func: str = 
     if getattr(xp, "__name__", None) == "xpgrad":
         return DTYPES[n]
     tab = _table(xp)
+    if n in _X64 and getattr(xp, "__name__", None) == "jax.numpy" and not _jax_x64():
+        # JAX has float64 objects, but without jax_enable_x64 it makes float32 arrays of
+        # them (with at most a warning): refuse, naming the cure
+        msg = f"{func}: {n} on JAX needs its 64-bit mode{x64_hint(xp, n)}"
+        raise DTypeUnavailableError(msg)
     try:
         return tab[n]
     except KeyError:
@@ -190,6 +195,30 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None, *, func: str = 
             f"it has {sorted(tab)}"
         )
         raise DTypeUnavailableError(msg) from None
+
+
+_X64 = ("float64", "complex128")
+
+
+def _jax_x64() -> builtins.bool:
+    import jax
+
+    return builtins.bool(jax.config.read("jax_enable_x64"))
+
+
+def x64_hint(xp: Any, name: str) -> str:
+    """The cure for a 64-bit floating dtype on JAX without ``jax_enable_x64`` ("" elsewhere).
+
+    Examples:
+        >>> import numpy as np
+        >>> x64_hint(np, "float64")
+        ''
+    """
+    if name not in _X64 or not str(getattr(xp, "__name__", "")).startswith("jax") or _jax_x64():
+        return ""
+    return ('; JAX makes float32 (complex64) arrays unless 64-bit mode is on: call '
+            'jax.config.update("jax_enable_x64", True) at startup, before creating arrays '
+            '(or set JAX_ENABLE_X64=1), or use float32')
 
 
 def dtype_name(dt: Any, *, func: str = "dtype_name") -> str:

@@ -7,6 +7,7 @@ type a caller would naturally catch, so ``except ValueError`` keeps working::
     ├── XpgradTypeError(TypeError)
     │   └── NamespaceMismatchError        arrays from two libraries in one call
     ├── XpgradValueError(ValueError)
+    │   ├── XpgradIndexError(IndexError)  an index out of range (a class label, an embedding index)
     │   ├── DeviceMismatchError           arrays on two devices in one call
     │   ├── UnknownNameError              unknown dtype / library / device name
     │   └── DTypeUnavailableError         the namespace (or device) lacks the dtype
@@ -35,6 +36,7 @@ __all__ = [
     "NonDifferentiableError",
     "UnknownNameError",
     "XpgradError",
+    "XpgradIndexError",
     "XpgradRuntimeError",
     "XpgradTypeError",
     "XpgradValueError",
@@ -51,6 +53,13 @@ class XpgradTypeError(XpgradError, TypeError):
 
 class XpgradValueError(XpgradError, ValueError):
     """A value of the right kind but a wrong value was passed."""
+
+
+class XpgradIndexError(XpgradValueError, IndexError):
+    """An index out of range: a class label outside ``[0, C)``, an embedding index past the table.
+
+    An ``IndexError`` as in PyTorch, and a ``ValueError`` like xpgrad's other bad values.
+    """
 
 
 class XpgradRuntimeError(XpgradError, RuntimeError):

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
-from ._dtypes import DType, dtype, dtype_name
+from ._dtypes import DType, dtype, dtype_name, x64_hint
 from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
 __all__ = [
@@ -157,7 +157,7 @@ def _check_device_dtype(xp: Any, device: Any, name: str, func: str) -> None:
     if name not in names:
         msg = (
             f"{func}: the device {device!r} of {getattr(xp, '__name__', xp)} has no dtype {name!r}; "
-            f"it has {sorted(names)}"
+            f"it has {sorted(names)}{x64_hint(xp, name)}"
         )
         raise DTypeUnavailableError(msg)
 
@@ -192,7 +192,8 @@ def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
 
         return array_api_compat.array_namespace(spec), array_api_compat.device(spec)
     msg = (
-        f"{func}: xp must be a namespace module, a library name or an array, "
+        f"{func}: xp must be a namespace module, a library name"
+        f"{', an array or a DevicePolicy' if func == 'set_default_policy' else ' or an array'}, "
         f"got {type(spec).__name__} {spec!r}"
     )
     raise XpgradTypeError(msg)
@@ -258,17 +259,27 @@ class default_device:  # noqa: N801 - a context manager used like a function
 def set_default_policy(xp: Any = None, device: Any = None, dtype: Any = None, seed: int | None = None) -> DevicePolicy:
     """Set the process default policy: what threads and contexts without a ``with`` see.
 
-    Fields left as None keep the current process default's value.
+    Fields left as None keep the current process default's value. ``xp`` may also be
+    a :class:`DevicePolicy` (e.g. one from :func:`current_policy`, or the value of a
+    ``with default_device(...) as p`` block): it becomes the process default, with
+    the other arguments, if given, applied on top.
 
     Examples:
         >>> import xpgrad as xg
         >>> _ = xg.set_default_policy(dtype="float32")
         >>> xg.current_policy().dtype
         'float32'
+        >>> with xg.default_device("array_api_strict", dtype="float64") as p:
+        ...     pass
+        >>> xg.set_default_policy(p).xp.__name__
+        'array_api_strict'
         >>> xg.reset_policy()
     """
     global _process_default
-    base = _process_default_or_numpy()
+    if isinstance(xp, DevicePolicy):
+        base, xp = xp, None
+    else:
+        base = _process_default_or_numpy()
     new = _make_policy(base, xp, device, dtype, seed, "set_default_policy")
     with _lock:
         _process_default = new

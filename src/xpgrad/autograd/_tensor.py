@@ -326,11 +326,32 @@ class Tensor:
     def _to_host(self, what: str) -> Any:
         if self._requires_grad:
             _refuse_numpy(self, what)  # raises inside a transform
-            msg = "numpy: the tensor requires grad; call detach().numpy() to leave the graph"
+            if what == "numpy":  # t.numpy(), called by the user: detach() is the cure
+                msg = "numpy: the tensor requires grad; call detach().numpy() to leave the graph"
+            else:
+                msg = _left_the_array_api(self)
             raise XpgradRuntimeError(msg)
         if self._fw:
             _note_cut(self, what)
         return _to_numpy(self.data)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Refuse a torch function given an xpgrad Tensor, naming xpgrad's function (torch would
+        say "must be Tensor, not Tensor"). ``torch_tensor + xg_tensor`` still works: torch's
+        operators turn this TypeError into NotImplemented, and Python calls the Tensor's ``__radd__``."""
+        import xpgrad
+
+        name = getattr(func, "__name__", repr(func))
+        qual = getattr(func, "__qualname__", name)
+        mod = getattr(func, "__module__", None) or "torch"
+        shown = qual if qual.startswith("Tensor.") else f"{mod if mod.startswith('torch.') else 'torch'}.{name}"
+        ours = xpgrad.nn.functional if mod == "torch.nn.functional" else xpgrad
+        where = "xg.nn.functional" if ours is not xpgrad else "xg"
+        cure = f"{where}.{name}" if not name.startswith("_") and callable(getattr(ours, name, None)) else "xpgrad's functions (xg.*)"
+        msg = (f"{shown} was given an xpgrad Tensor; use {cure} (or xg_tensor.data for the raw torch tensor, "
+               f"without the gradient)")
+        raise XpgradTypeError(msg)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         import numpy as np
@@ -339,12 +360,25 @@ class Tensor:
         return out if dtype is None else np.asarray(out, dtype=dtype)
 
     # PyTorch-style conveniences (not part of the standard; they call the namespace)
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        """``xpgrad.sum(self, axis=axis, keepdims=keepdims)``."""
+    # np.sum(t) and np.mean(t) call t.sum(axis=, dtype=, out=): refused with a message
+    # naming the cure, as PyTorch's tensors refuse them (torch 2.x: "unexpected keyword
+    # argument 'axis'"); a NumPy function returns NumPy, never a Tensor with a gradient.
+    def sum(self, axis: Any = None, keepdims: bool = False, **numpy_kwargs: Any) -> Tensor:
+        """``xpgrad.sum(self, axis=axis, keepdims=keepdims)``.
+
+        ``np.sum(tensor)`` is refused (it passes ``out=``): use ``xg.sum(tensor)``.
+        """
+        if numpy_kwargs:
+            _refuse_numpy_reduction("sum", numpy_kwargs)
         return _op("sum", self, axis=axis, dtype=None, keepdims=keepdims)
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        """``xpgrad.mean(self, axis=axis, keepdims=keepdims)``."""
+    def mean(self, axis: Any = None, keepdims: bool = False, **numpy_kwargs: Any) -> Tensor:
+        """``xpgrad.mean(self, axis=axis, keepdims=keepdims)``.
+
+        ``np.mean(tensor)`` is refused (it passes ``out=``): use ``xg.mean(tensor)``.
+        """
+        if numpy_kwargs:
+            _refuse_numpy_reduction("mean", numpy_kwargs)
         import xpgrad
 
         return xpgrad.mean(self, axis=axis, keepdims=keepdims)
@@ -993,6 +1027,49 @@ class _HookHandle:
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+def _refuse_numpy_reduction(name: str, kwargs: dict[str, Any]) -> None:
+    """Raise for ``Tensor.sum``/``mean`` called with keywords beyond ``axis``/``keepdims``
+    (NumPy's ``np.sum(t)`` passes ``dtype=`` and ``out=``)."""
+    keys = ", ".join(f"{k}=" for k in kwargs)
+    msg = (
+        f"{name}: Tensor.{name} takes axis= and keepdims= only, got {keys}. If this is np.{name}(tensor): "
+        f"NumPy's functions do not take xpgrad Tensors (as PyTorch's tensors, they are refused); use "
+        f"xg.{name}(tensor, axis=...) or tensor.{name}(axis=...), which keep the gradient"
+    )
+    raise XpgradTypeError(msg)
+
+
+def _left_the_array_api(t: Tensor) -> str:
+    """The message for ``__array__`` of a Tensor that requires grad: ``np.asarray(t)`` in the
+    caller's code, or a library function (SciPy, scikit-learn...) that converts its input to
+    NumPy inside. ``detach().numpy()`` is advice only for the first; the message covers both,
+    and names the first caller outside xpgrad and NumPy (a library, when it is installed
+    code; a NumPy ufunc such as ``scipy.special.i0`` converts in C, so there it is the
+    caller's own module)."""
+    import sys
+
+    f: Any = sys._getframe(2)
+    caller, where = "?", ""
+    while f is not None:
+        name = f.f_globals.get("__name__", "?")
+        if not (name == "xpgrad" or name.startswith(("xpgrad.", "numpy.", "numpy"))):
+            caller, where = name, f.f_code.co_filename
+            break
+        f = f.f_back
+    installed = any(d in where for d in ("site-packages", "dist-packages"))
+    by = f" inside {caller.split('.')[0]} ({caller})" if installed else f" (called from {caller})"
+    shape = tuple(t.shape)
+    return (
+        f"array: a Tensor of shape {shape} that requires grad was converted to NumPy{by}: np.asarray(tensor), "
+        "np.array(tensor), or a function that converts its input to NumPy (SciPy's scipy.special, scipy.signal, "
+        "scipy.spatial, scipy.linalg, scikit-learn, ...). The result leaves the array API and cannot carry a "
+        "gradient. If you meant to leave the graph, call tensor.detach() first. If a library function did "
+        "this, that function is not array-API generic for xpgrad Tensors: its result cannot be differentiated; "
+        "compute it with xpgrad's functions (xg.special, xg.linalg, xg.fft, ...) or give it a gradient "
+        "with xg.custom_vjp."
+    )
 
 
 def _to_numpy(data: Any) -> Any:

@@ -20,7 +20,7 @@ import xpgrad as xg
 
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, is_float, kind
-from .._exceptions import XpgradTypeError, XpgradValueError
+from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._tensor import Tensor
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf
@@ -101,8 +101,21 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:
         >>> xg.nn.functional.linear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, 1.0]]), xg.asarray([0.5]))
         Tensor([[3.5]], dtype=float64, device=cpu)
     """
+    _check_linear(input, weight, "linear")
     out = xg.matmul(input, xg.matrix_transpose(weight))
     return out if bias is None else out + bias
+
+
+def _check_linear(input: Any, weight: Any, func: str) -> None:
+    """Raise naming ``func`` and both shapes if ``input``'s last axis is not ``weight``'s ``in_features``."""
+    xs, ws = tuple(_data(input).shape), tuple(_data(weight).shape)
+    if len(ws) != 2:
+        msg = f"{func}: weight must have shape (out_features, in_features), got {ws}"
+        raise XpgradValueError(msg)
+    if not xs or xs[-1] != ws[1]:
+        msg = (f"{func}: expected an input of shape (..., {ws[1]}) (in_features={ws[1]}, weight {ws}), "
+               f"got shape {xs}")
+        raise XpgradValueError(msg)
 
 
 def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Tensor:
@@ -179,6 +192,7 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         msg = f"embedding: indices must be integers, got dtype {dtype_name(idx.dtype)}"
         raise XpgradTypeError(msg)
     wshape = tuple(_data(weight).shape)
+    idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
     flat = ixp.reshape(idx, (-1,))
     rows = xg.take(weight, flat, axis=0)
     if padding_idx is not None:
@@ -674,6 +688,7 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
 
         t = move_array(t, bxp, _device(x))
     n_cls = xshape[cax]
+    t = _check_indices(t, n_cls, ignore_index, func, bxp)
     cshape = [1] * len(xshape)
     cshape[cax] = n_cls
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
@@ -682,6 +697,75 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
     if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
         hit = bxp.logical_and(hit, texp != ignore_index)
     return bxp.astype(hit, x.dtype), bxp.astype(t != ignore_index, x.dtype), tuple(cshape)
+
+
+def _index_error(host: Any, n: int, ignore_index: int | None, func: str) -> XpgradIndexError:
+    """The error for the first value of NumPy array ``host`` outside ``[0, n)`` (other than ``ignore_index``)."""
+    import numpy as np
+
+    bad = _out_of_range(np, host, n, ignore_index)
+    value = int(host[bad].flat[0])
+    count = f"{int(np.count_nonzero(bad))} of {host.size}"
+    if ignore_index is None:  # embedding's indices; PyTorch: "index out of range in self"
+        msg = (f"{func}: index out of range in self: index {value}, but the table has {n} rows, so indices "
+               f"must be in [0, {n}); {count} indices are out of range")
+    else:
+        msg = (f"{func}: Target {value} is out of bounds: class labels must be in [0, {n}) "
+               f"(the input has {n} classes) or equal ignore_index={ignore_index}; {count} targets are out of bounds")
+    return XpgradIndexError(msg)
+
+
+def _out_of_range(xp: Any, t: Any, n: int, ignore_index: int | None) -> Any:
+    bad = xp.logical_or(t < 0, t >= n)
+    return bad if ignore_index is None else xp.logical_and(bad, t != ignore_index)
+
+
+def _check_block(block: Any, n: int, ignore_index: int | None, func: str) -> Any:
+    """A Dask block of indices, unchanged, once checked (runs when what depends on it is computed)."""
+    import numpy as np
+
+    host = np.asarray(block)
+    if host.size and _out_of_range(np, host, n, ignore_index).any():
+        raise _index_error(host, n, ignore_index, func)
+    return block
+
+
+def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any) -> Any:
+    """``t``, once checked: :class:`~xpgrad.XpgradIndexError` for a value outside ``[0, n)`` that is not ``ignore_index``.
+
+    Class labels of ``cross_entropy``/``nll_loss`` (PyTorch: "Target 3 is out of bounds";
+    unchecked, such a label matches no class, and the loss counts it as 0 while its gradient
+    is not) and the indices of ``embedding`` (PyTorch: "index out of range in self"; unchecked,
+    a negative index would silently pick a row from the end). Where the values are known (every
+    eager library) the check is one reduction (a device sync on a GPU). On Dask it is part of
+    the graph (``map_blocks`` over ``t``; the checked ``t`` is returned, and must be used): it
+    raises when the result, or anything computed from it, is computed, and adds no compute of
+    its own. Under a JAX transformation (``jax.jit``, ``jax.grad``) the values are tracers
+    without values, and they are not checked.
+    """
+    from .._lazy import is_lazy
+
+    if is_lazy(t):
+        import functools
+
+        check = functools.partial(_check_block, n=n, ignore_index=ignore_index, func=func)
+        return t.map_blocks(check, dtype=t.dtype, token=f"{func}-check-indices")
+    import array_api_compat
+
+    if array_api_compat.is_jax_array(t):
+        import jax
+
+        if isinstance(t, jax.core.Tracer):
+            return t
+    if array_api_compat.is_torch_array(t) and t.device.type == "meta":
+        return t
+    if bool(bxp.any(_out_of_range(bxp, t, n, ignore_index))):
+        import numpy as np
+
+        from ..autograd._tensor import _to_numpy
+
+        raise _index_error(np.asarray(_to_numpy(t)), n, ignore_index, func)
+    return t
 
 
 def _class_weight(weight: Any, input: Any, cshape: tuple[int, ...], func: str) -> Any:
@@ -726,7 +810,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
         denom: Any = valid
     else:
         w = _class_weight(weight, input, cshape, "nll_loss")
-        w_t = xg.sum(onehot * w, axis=cax)
+        w_t = xg.sum(w * onehot, axis=cax)
         loss = -(picked * w_t)
         denom = w_t
     if reduction == "none":
@@ -872,7 +956,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
     if weight is not None:
         w = _class_weight(weight, input, cshape, func)
         smooth = -xg.sum(logp * w, axis=cax) * valid
-        denom: Any = xg.sum(onehot * w, axis=cax)
+        denom: Any = xg.sum(w * onehot, axis=cax)
     else:
         smooth = -xg.sum(logp, axis=cax) * valid
         denom = valid

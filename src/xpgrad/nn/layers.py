@@ -108,6 +108,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Any) -> Tensor:
+        F._check_linear(input, self.weight, f"Linear(in_features={self.in_features}, out_features={self.out_features})")
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
@@ -266,6 +267,11 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
+        shape, k = tuple(input.shape), len(self.normalized_shape)
+        if shape[len(shape) - k:] != self.normalized_shape:
+            msg = (f"LayerNorm({self.normalized_shape}): expected an input whose trailing axes are "
+                   f"{self.normalized_shape} (normalized_shape), got shape {shape}")
+            raise XpgradValueError(msg)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -305,6 +311,12 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Any, input2: Any) -> Tensor:
+        s1, s2 = tuple(input1.shape), tuple(input2.shape)
+        if not s1 or not s2 or s1[-1] != self.in1_features or s2[-1] != self.in2_features or s1[:-1] != s2[:-1]:
+            msg = (f"Bilinear(in1_features={self.in1_features}, in2_features={self.in2_features}): expected inputs "
+                   f"of shapes (..., {self.in1_features}) and (..., {self.in2_features}) with the same leading axes, "
+                   f"got {s1} and {s2}")
+            raise XpgradValueError(msg)
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
@@ -641,6 +653,10 @@ class _BatchNorm(Module):
             want = " or ".join(f"{d}D" for d in self._dims)
             msg = f"{type(self).__name__}: expected {want} input, got {nd}D input of shape {tuple(input.shape)}"
             raise XpgradValueError(msg)
+        if input.shape[1] != self.num_features:
+            msg = (f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels "
+                   f"(num_features, axis 1), got input of shape {tuple(input.shape)}")
+            raise XpgradValueError(msg)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             tracked = self.num_batches_tracked
@@ -726,6 +742,11 @@ class GroupNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
+        shape = tuple(input.shape)
+        if len(shape) < 2 or shape[1] != self.num_channels:
+            msg = (f"GroupNorm({self.num_groups}, {self.num_channels}): expected an input of shape "
+                   f"(N, {self.num_channels}, ...), got {shape}")
+            raise XpgradValueError(msg)
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:

@@ -73,6 +73,10 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         raise XpgradValueError(msg)
     c, nd = shape[1], len(shape)
     axes = (0, *range(2, nd))
+    for v, what in ((running_mean, "running_mean"), (running_var, "running_var")):
+        if v is not None and _shape(v) != (c,):
+            msg = f"{func}: {what} must have shape ({c},) (one per channel of the input {shape}), got {_shape(v)}"
+            raise XpgradValueError(msg)
     if training or running_mean is None or running_var is None:
         n = math.prod(shape) // c if c else 0
         if training and n <= 1:

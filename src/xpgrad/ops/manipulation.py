@@ -18,7 +18,7 @@ from typing import Any
 import array_api_compat
 
 from .._dtypes import is_float
-from .._exceptions import XpgradValueError
+from .._exceptions import XpgradTypeError, XpgradValueError
 from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
 from .indexing import scatter_add, source_index
 
@@ -153,7 +153,35 @@ def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) ->
         Tensor([[1., 2.],
                 [3., 4.]], dtype=float64, device=cpu)
     """
-    return apply(_reshape, (x,), {"shape": tuple(shape), "copy": copy})
+    shape = _check_reshape(tuple(getattr(x, "shape", (None,))), shape)
+    return apply(_reshape, (x,), {"shape": shape, "copy": copy})
+
+
+def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints, or xpgrad's error if ``xshape`` cannot take it (every library agrees)."""
+    import operator
+
+    try:
+        new = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(operator.index(s) for s in shape)
+    except TypeError:
+        msg = f"reshape: shape must be a tuple of ints, got {shape!r}"
+        raise XpgradTypeError(msg) from None
+    negative = [s for s in new if s < 0]
+    if len(negative) > 1 or any(s != -1 for s in negative):
+        msg = f"reshape: shape {new} may hold one -1 (a size to infer) and no other negative size"
+        raise XpgradValueError(msg)
+    if any(not isinstance(s, int) or s != s for s in xshape):  # a size Dask does not know yet (nan, None)
+        return new
+    n = math.prod(xshape)
+    known = math.prod(s for s in new if s != -1)
+    if (known != n) if not negative else (known == 0 or n % known):
+        msg = f"reshape: cannot reshape a tensor of shape {xshape} ({n} elements) into shape {new}"
+        if negative and known:
+            msg += f" ({n} is not a multiple of {known})"
+        elif not negative:
+            msg += f" ({known} elements)"
+        raise XpgradValueError(msg)
+    return new
 
 
 _expand_dims = primitive(

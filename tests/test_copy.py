@@ -106,7 +106,8 @@ def test_deepcopy_of_a_module_gives_independent_parameters(backend: Any) -> None
 def test_deepcopy_of_base_and_view_shares_counter_iff_memory(backend: Any) -> None:
     base = xg.asarray(backend.asarray(np.zeros(4)))
     view = base[1:3]
-    assert view._version is base._version
+    # a view where the library has views (JAX's and Dask's slices are copies: own counters)
+    assert (view._version is base._version) == (backend.name not in ("jax", "dask"))
     b2, v2 = copy.deepcopy((base, view))
     shared = v2._version is b2._version
     before = b2._version[0]
@@ -123,10 +124,11 @@ def test_deepcopy_of_base_and_view_shares_counter_iff_memory(backend: Any) -> No
 
 def test_deepcopy_keeps_identity_and_detached_aliases(backend: Any) -> None:
     x = xg.asarray(backend.asarray(np.ones(3)))
-    d = x.detach()  # same array object, same counter
+    d = x.detach()  # same array object, same counter (JAX: an update replaces one Tensor's data: own counters)
     a, b, c = copy.deepcopy((x, x, d))
     assert a is b and c is not a
-    assert c._version is a._version and c.data is a.data  # still one array with one counter
+    assert c.data is a.data  # still one array
+    assert (c._version is a._version) == (backend.name != "jax")  # with one counter where it is one memory
 
 
 def test_shared_counter_catches_in_place_changes_after_deepcopy() -> None:

@@ -1134,23 +1134,8 @@ def _copied_version(version: list[int], data: Any, memo: dict[Any, Any]) -> list
     if entry is None:
         entry = memo[key] = (version, [])  # (the original is kept alive while its id is a key)
     for other, counter in entry[1]:
-        if _may_alias(other, data):
+        if may_alias(other, data):
             return counter
     counter = [version[0]]
     entry[1].append((data, counter))
     return counter
-
-
-def _may_alias(a: Any, b: Any) -> bool:
-    """Whether two arrays of one library may share memory (False where it cannot tell: no aliasing kept)."""
-    if a is b:
-        return True
-    if type(a).__module__.startswith("array_api_strict"):  # a wrapped NumPy array
-        a, b = getattr(a, "_array", a), getattr(b, "_array", b)
-    if array_api_compat.is_numpy_array(a) and array_api_compat.is_numpy_array(b):
-        import numpy as np
-
-        return bool(np.may_share_memory(a, b))
-    if array_api_compat.is_torch_array(a) and array_api_compat.is_torch_array(b):
-        return bool(a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
-    return False

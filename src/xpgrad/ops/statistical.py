@@ -164,10 +164,14 @@ _var.defjvp(reduction_jvp(_var_vjp))
 
 
 # std's square root: its gradient is 0 where the standard deviation is 0 (a constant
-# slice), as PyTorch's std_backward, not sqrt's inf * 0 = NaN.
+# slice), as PyTorch's std_backward, not sqrt's inf * 0 = NaN; where it is inf
+# (correction >= N) it is g / inf (0, NaN for an infinite g), computed without NumPy's
+# inf / inf warning.
 def _std_root_vjp(xp: Any, g: Any, ans: Any, v: Any) -> Any:
-    zero = ans == 0
-    return xp.where(zero, 0.0, g / (2 * xp.where(zero, 1.0, ans)))
+    ok = xp.logical_and(ans > 0, ans < math.inf)  # (False for NaN)
+    d = g / (2 * xp.where(ok, ans, 1.0))
+    zero = xp.logical_or(ans == 0, xp.logical_and(xp.isinf(ans), xp.isfinite(g)))
+    return xp.where(ok, d, xp.where(zero, 0.0, d * math.nan))
 
 
 _std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C)

@@ -224,12 +224,15 @@ def test_forward_mode_matches_torch(backend: Any, k: Kink) -> None:
 
 
 # ---------------------------------------------------------------------- zero, not None
-@pytest.mark.parametrize(("name", "f"), [
+_CONSTANT = [
     ("pow_0", lambda x, y: x ** 0.0),
     ("xg_pow_0", lambda x, y: xg.pow(x, 0.0)),
     ("sign", lambda x, y: xg.sign(x)),
     ("copysign_x2", lambda x, y: xg.copysign(y, x)),
-])
+]
+
+
+@pytest.mark.parametrize(("name", "f"), _CONSTANT, ids=[c[0] for c in _CONSTANT])
 def test_constant_results_give_zero_gradients(backend: Any, name: str, f: Any) -> None:
     """``x ** 0``, ``sign(x)``, ``copysign(y, x)``: ``x.grad`` is zeros after backward, as in PyTorch, not None."""
     x = xg.asarray(backend.asarray(np.array([2.0, 0.0, -1.0])), requires_grad=True)

@@ -97,7 +97,7 @@ CASES = [
     # integral corrections: the forward is compared with the backend's std, and array-api-compat's
     # torch std refuses a fractional one (xpgrad's, sqrt(var), does not: tests/test_reductions_extra.py)
     OpCase("std", lambda xp, x, **p: xp.std(x, **p), shapes=_AT_LEAST_2, params=_var_params((0.0, 1.0)),
-           prepare=_distinct,
+           prepare=_distinct, covers=("std", "std_sqrt"),
            torch_fn=lambda t, x, axis, keepdims, correction: t.std(x, dim=_dims(axis, x.ndim),
                                                                    correction=correction, keepdim=keepdims)),
     OpCase("max", lambda xp, x, **p: xp.max(x, **p), params=axis_params(), prepare=_distinct,

@@ -23,7 +23,7 @@ from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._tensor import Tensor
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
-from ..special import erf
+from ..special import erf, expit
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
 from .normalization import batch_norm, group_norm
 
@@ -87,9 +87,14 @@ def _reduce(loss: Any, reduction: str) -> Any:
 
 
 def _softplus0(z: Any) -> Any:
-    """log(1 + exp(z)) without overflow for any z; its derivative at 0 is exactly 1/2."""
-    a = xg.abs(z)
-    return 0.5 * (z + a) + xg.log1p(xg.exp(-a))
+    """log(1 + exp(z)) without overflow for any z.
+
+    ``max(z, 0) + log1p(exp(-|z|))``, written with ``where`` so that ``z <= 0`` (0 included)
+    takes the branch ``log1p(exp(z))``, analytic there: the derivatives at 0 are the
+    exact ones at every order (1/2, then 1/4), not those of ``|z|``'s kink.
+    """
+    pos = z > 0
+    return xg.where(pos, z, 0.0) + xg.log1p(xg.exp(xg.where(pos, -z, z)))
 
 
 # ---------------------------------------------------------------------- layers
@@ -281,26 +286,29 @@ def leaky_relu(input: Any, negative_slope: float = 0.01) -> Tensor:
 
 
 def elu(input: Any, alpha: float = 1.0) -> Tensor:
-    """``x`` where positive, else ``alpha * (exp(x) - 1)``.
+    """``x`` where positive, else ``alpha * (exp(x) - 1)``; the gradient at 0 is ``alpha``, as in PyTorch.
 
     Examples:
         >>> import xpgrad as xg
         >>> xg.nn.functional.elu(xg.asarray([0.0, 1.0]))
         Tensor([0., 1.], dtype=float64, device=cpu)
     """
-    return xg.where(input > 0, input, alpha * xg.expm1(xg.minimum(input, 0.0)))
+    # where, not minimum(x, 0): at x == 0 the gradient is alpha (the exp branch's, as
+    # PyTorch), not the alpha / 2 of minimum's tie split
+    return xg.where(input > 0, input, alpha * xg.expm1(xg.where(input > 0, 0.0, input)))
 
 
 def sigmoid(input: Any) -> Tensor:
-    """The logistic function ``1 / (1 + exp(-x))``, without overflow for any ``x``.
+    """The logistic function ``1 / (1 + exp(-x))``, without overflow for any ``x`` (:func:`xpgrad.special.expit`).
+
+    One node whose derivative is ``s * (1 - s)`` everywhere (1/4 at 0).
 
     Examples:
         >>> import xpgrad as xg
         >>> xg.nn.functional.sigmoid(xg.asarray([0.0, -1000.0]))
         Tensor([0.5, 0. ], dtype=float64, device=cpu)
     """
-    e = xg.exp(-xg.abs(input))
-    return xg.where(input >= 0, 1.0, e) / (1.0 + e)
+    return expit(input)
 
 
 def logsigmoid(input: Any) -> Tensor:
@@ -352,14 +360,19 @@ def gelu(input: Any, approximate: str = "none") -> Tensor:
 def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (as in PyTorch).
 
+    At ``beta * x == threshold`` the soft branch holds, gradient ``sigmoid(threshold)``, as in PyTorch.
+
     Examples:
         >>> import xpgrad as xg
         >>> xg.nn.functional.softplus(xg.asarray([0.0, 30.0]))
         Tensor([ 0.69314718, 30.        ], dtype=float64, device=cpu)
     """
     bx = input * beta
-    soft = xg.log1p(xg.exp(xg.minimum(bx, threshold))) / beta
-    return xg.where(bx > threshold, input, soft)
+    # where, not minimum(bx, threshold): at beta * x == threshold the gradient is the soft
+    # branch's sigmoid(threshold), as PyTorch, not half of it (minimum's tie split)
+    above = bx > threshold
+    soft = xg.log1p(xg.exp(xg.where(above, 0.0, bx))) / beta
+    return xg.where(above, input, soft)
 
 
 def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> Tensor:
@@ -408,7 +421,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     """``softmax(query @ key^T * scale + mask) @ value`` over the last two axes, PyTorch's definition.
 
     ``attn_mask``: boolean (True = may attend) or float (added to the scores),
-    broadcasting to ``(..., L, S)``. ``is_causal`` masks future keys (no
+    broadcasting to ``(..., L, S)``. A query that may attend to no key gets a zero
+    output row and zero gradients, as in PyTorch. ``is_causal`` masks future keys (no
     ``attn_mask`` then). ``scale`` defaults to ``1 / sqrt(E)``. ``dropout_p`` is
     applied to the attention weights. ``enable_gqa`` repeats each key/value head
     for a group of query heads (axis -3).
@@ -445,10 +459,22 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         attn_mask = bxp.reshape(pos, (-1, 1)) >= bxp.reshape(keys, (1, -1))
     if attn_mask is not None:
         scores = scores + (_neg_inf_where(xg.logical_not(attn_mask), scores) if _is_bool(attn_mask) else attn_mask)
-    weights = softmax(scores, axis=-1)
+    weights = _safe_softmax(scores)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return xg.matmul(weights, value)
+
+
+def _safe_softmax(scores: Any) -> Tensor:
+    """Softmax over the last axis with zero weights for a row whose scores are all ``-inf``.
+
+    PyTorch's ``_safe_softmax`` (its attention since 2.5): a fully masked query row gives a
+    zero output row and zero, finite gradients, not 0/0 = NaN. The row's exponentials are
+    all 0, so only the denominator needs guarding.
+    """
+    e = xg.exp(scores - _detached_max(scores, -1))
+    den = xg.sum(e, axis=-1, keepdims=True)
+    return e / xg.where(den == 0, 1.0, den)
 
 
 def _float_mask(mask: Any, like: Any, what: str, func: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._dtypes import DType, dtype, dtype_name, fast_name, promote_names
@@ -23,7 +24,7 @@ __all__ = [
     "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "broadcast_like",
     "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
     "is_xpgrad", "promoting",
-    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "unit_from",
+    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "times_inf", "unit_from",
     "zeros_like_shape",
 ]
 
@@ -195,6 +196,16 @@ def fresh(r: Any) -> Any:
     if s[1] is WANT_FRESH:
         s[1] = r
     return r
+
+
+def times_inf(xp: Any, g: Any) -> Any:
+    """``g * inf`` as the product gives it (``+-inf``, NaN where ``g`` is 0 or NaN), without
+    computing ``0 * inf``, which NumPy warns about. For real ``g``. Piecewise constant in
+    ``g``, so never recorded (a recorded ``* inf`` would give ``0 * inf`` one order up)."""
+    if isinstance(g, Tensor):
+        g = g.detach()
+    zero = g == 0
+    return xp.where(zero, math.nan, xp.where(zero, 1.0, g) * math.inf)
 
 
 def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = None) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from ._common import NOKW, Array, apply, apply1, apply2, defjvp_from_vjp, is_complex, primitive, promoting
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 from ._common import scale as _scale  # g * d, in place when the engine owns g
+from ._common import times_inf as _times_inf
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -68,8 +69,22 @@ _square = primitive("square", lambda xp, x: xp.square(x), save=(0,), chapter=_C)
 _square.defvjp(lambda xp, g, ans, x: g * _conj(xp, 2 * x))
 defjvp_from_vjp(_square)
 
+def _div_or_inf(xp: Any, g: Any, d: Any) -> Any:
+    """``g / d`` for real ``d >= 0``, as the division gives it (``+-inf`` or NaN where ``d == 0``),
+    without the division by zero that NumPy warns about."""
+    zero = d == 0
+    return xp.where(zero, _times_inf(xp, g), g / xp.where(zero, 1.0, d))
+
+
+def _sqrt_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
+    # g / (2 sqrt(x)): +-inf (NaN for g == 0) at x == 0, as PyTorch, with no RuntimeWarning
+    if is_complex(ans) or is_complex(g):
+        return g / _conj(xp, 2 * ans)
+    return _div_or_inf(xp, g, 2 * ans)
+
+
 _sqrt = primitive("sqrt", lambda xp, x: xp.sqrt(x), save=(), save_ans=True, chapter=_C)
-_sqrt.defvjp(lambda xp, g, ans, x: g / _conj(xp, 2 * ans))
+_sqrt.defvjp(_sqrt_vjp)
 defjvp_from_vjp(_sqrt)
 
 _reciprocal = primitive("reciprocal", lambda xp, x: xp.reciprocal(x), save=(), save_ans=True, chapter=_C)
@@ -82,14 +97,24 @@ def _pow_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     # is made 1 (0 * 0**1 = 0, not 0 * inf = NaN); elsewhere the formula is kept as it is, so it
     # stays differentiable in x2 for second order.
     if not hasattr(x2, "shape"):
-        if x2 == 0:
-            return None
-        return g * _conj(xp, x2 * x1 if x2 == 2 else x2 * x1 ** (x2 - 1))
-    if not hasattr(x1, "shape"):
+        if x2 == 0:  # x1 ** 0 is constant: a zero gradient (not None: x1.grad is zeros, as PyTorch)
+            return xp.zeros_like(g)
+        if x2 == 2:
+            return g * _conj(xp, x2 * x1)
+        e: Any = x2 - 1
+    elif not hasattr(x1, "shape"):
         e = xp.where(x2 == 0, 1.0, x2 - 1) if x1 == 0 else x2 - 1
     else:
         e = xp.where(xp.logical_and(x2 == 0, x1 == 0), 1.0, x2 - 1)
-    return g * _conj(xp, x2 * x1**e)
+    scalar_e = not hasattr(e, "shape")
+    if (not hasattr(x1, "shape") or (scalar_e and (isinstance(e, complex) or e >= 0))
+            or is_complex(x1) or is_complex(g) or (not scalar_e and is_complex(x2))):
+        return g * _conj(xp, x2 * x1**e)
+    # 0 ** (negative) is inf: the gradient there is g * x2 * inf (+-inf, NaN for 0), as
+    # PyTorch, computed without the division by zero that NumPy warns about
+    pole = x1 == 0 if scalar_e else xp.logical_and(x1 == 0, e < 0)
+    gx2 = g * x2
+    return xp.where(pole, _times_inf(xp, gx2), gx2 * xp.where(pole, 1.0, x1) ** e)
 
 
 def _scalar_log(x: float | complex) -> float | complex:
@@ -162,7 +187,7 @@ defjvp_from_vjp(_clip)
 
 _copysign = primitive("copysign", promoting(lambda xp, a, b: xp.copysign(a, b)), save=(0,), save_ans=True, chapter=_C)
 # d/dx1 = +-1 (0 at x1 == 0, as PyTorch); zero almost everywhere with respect to x2
-_copysign.defvjp(lambda xp, g, ans, a, b: g * (xp.sign(a) * xp.sign(ans)), lambda xp, g, ans, a, b: None)
+_copysign.defvjp(lambda xp, g, ans, a, b: g * (xp.sign(a) * xp.sign(ans)), lambda xp, g, ans, a, b: xp.zeros_like(g))
 defjvp_from_vjp(_copysign)
 
 _nextafter = primitive("nextafter", promoting(lambda xp, a, b: xp.nextafter(a, b)), zero_grad=True, chapter=_C)
@@ -195,9 +220,10 @@ defjvp_from_vjp(_conj_p)
 
 
 def _sign_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
-    # real: zero almost everywhere; complex sgn(z) = z/|z|: (g - sgn**2 * conj(g)) / (2|z|)
+    # real: zero almost everywhere (zeros, not None: x.grad is zeros, as PyTorch);
+    # complex sgn(z) = z/|z|: (g - sgn**2 * conj(g)) / (2|z|)
     if not is_complex(x):
-        return None
+        return xp.zeros_like(g)
     a = xp.abs(x)
     zero = a == 0
     return xp.where(zero, 0.0, (g - ans * ans * _conj(xp, g)) / (2 * xp.where(zero, 1.0, a)))
@@ -246,7 +272,13 @@ _logaddexp.defvjp(lambda xp, g, ans, a, b: g * xp.exp(a - ans), lambda xp, g, an
 defjvp_from_vjp(_logaddexp)
 
 _hypot = primitive("hypot", promoting(lambda xp, a, b: xp.hypot(a, b)), save_ans=True, chapter=_C)
-_hypot.defvjp(lambda xp, g, ans, a, b: g * (a / ans), lambda xp, g, ans, a, b: g * (b / ans))
+def _hypot_part(xp: Any, g: Any, ans: Any, a: Any) -> Any:
+    # g * a / hypot: NaN at (0, 0) (0 / 0), as PyTorch, without NumPy's RuntimeWarning
+    zero = ans == 0
+    return xp.where(zero, math.nan, g * (a / xp.where(zero, 1.0, ans)))
+
+
+_hypot.defvjp(lambda xp, g, ans, a, b: _hypot_part(xp, g, ans, a), lambda xp, g, ans, a, b: _hypot_part(xp, g, ans, b))
 defjvp_from_vjp(_hypot)
 
 # ---------------------------------------------------------------- trigonometric and hyperbolic
@@ -275,7 +307,14 @@ _atan.defvjp(lambda xp, g, ans, x: g / _conj(xp, 1 + x * x))
 defjvp_from_vjp(_atan)
 
 _atan2 = primitive("atan2", promoting(lambda xp, a, b: xp.atan2(a, b)), chapter=_C)
-_atan2.defvjp(lambda xp, g, ans, a, b: g * b / (a * a + b * b), lambda xp, g, ans, a, b: -g * a / (a * a + b * b))
+def _atan2_recip(xp: Any, a: Any, b: Any) -> Any:
+    # 1 / (a**2 + b**2), made 0 where it is infinite (at the origin), as PyTorch's atan2_backward
+    d = a * a + b * b
+    zero = d == 0
+    return xp.where(zero, 0.0, 1.0 / xp.where(zero, 1.0, d))
+
+
+_atan2.defvjp(lambda xp, g, ans, a, b: g * b * _atan2_recip(xp, a, b), lambda xp, g, ans, a, b: -g * a * _atan2_recip(xp, a, b))
 defjvp_from_vjp(_atan2)
 
 _sinh = primitive("sinh", lambda xp, x: xp.sinh(x), save=(0,), chapter=_C)

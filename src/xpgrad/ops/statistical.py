@@ -9,21 +9,24 @@ and ``min`` split the gradient evenly among tied elements, as ``torch.amax``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._dtypes import to_backend
 from .._exceptions import XpgradValueError
-from . import elementwise as _ew
 from ._common import (
     Array,
     apply,
     broadcast_like,
     composite,
     conj,
+    defjvp_from_vjp,
+    is_complex,
     is_xpgrad,
     linear_jvp,
     primitive,
     reduction_jvp,
+    times_inf,
     unit_from,
 )
 
@@ -125,33 +128,75 @@ _prod.defjvp(reduction_jvp(_prod_vjp))
 
 
 # ---------------------------------------------------------------- var, std
+# With ``N - correction <= 0`` the variance is ``sum(d**2) / 0``, as PyTorch: inf, or NaN
+# where every deviation is 0 (or the slice holds NaN). The forward never divides (no
+# ZeroDivisionError, no RuntimeWarning) and the gradient is PyTorch's (whole-reduction)
+# one: ``g * inf`` (NaN where ``x`` equals the mean), never the finite, sign-flipped
+# ``2 / (N - correction) * d``.
+def _dof(shape: tuple[int, ...], axis: Any, correction: float) -> float:
+    return _count(shape, _norm_axes(axis, len(shape))) - correction
+
+
+def _var_fwd(xp: Any, x: Any, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
+    if _dof(tuple(x.shape), axis, correction) > 0:
+        return xp.var(x, axis=axis, correction=correction, keepdims=keepdims)
+    d = x - xp.mean(x, axis=axis, keepdims=True)
+    ss = xp.sum(xp.real(d * xp.conj(d)) if is_complex(d) else d * d, axis=axis, keepdims=keepdims)
+    return xp.where(ss > 0, xp.full_like(ss, math.inf), xp.full_like(ss, math.nan))
+
+
 def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction: float = 0.0,
              keepdims: bool = False) -> Any:
     shape = tuple(x.shape)
     axes = _norm_axes(axis, len(shape))
     g = _expand_reduced(xp, g, shape, axis, keepdims)
     centered = x - xp.mean(x, axis=axes, keepdims=True)
-    return g * (2.0 / (_count(shape, axes) - correction)) * centered
+    dof = _count(shape, axes) - correction
+    if dof > 0:
+        return g * (2.0 / dof) * centered
+    # g * inf without 0 * inf (a RuntimeWarning on NumPy): NaN where g is 0 or x is the mean
+    return xp.where(centered == 0, math.nan, times_inf(xp, g))
 
 
-_var = primitive("var", lambda xp, x, **kw: xp.var(x, **kw), save=(0,), chapter=_C)
+_var = primitive("var", _var_fwd, save=(0,), chapter=_C)
 _var.defvjp(_var_vjp)
 _var.defjvp(reduction_jvp(_var_vjp))
+
+
+# std's square root: its gradient is 0 where the standard deviation is 0 (a constant
+# slice), as PyTorch's std_backward, not sqrt's inf * 0 = NaN; where it is inf
+# (correction >= N) it is g / inf (0, NaN for an infinite g), computed without NumPy's
+# inf / inf warning.
+def _std_root_vjp(xp: Any, g: Any, ans: Any, v: Any) -> Any:
+    ok = xp.logical_and(ans > 0, ans < math.inf)  # (False for NaN)
+    d = g / (2 * xp.where(ok, ans, 1.0))
+    zero = xp.logical_or(ans == 0, xp.logical_and(xp.isinf(ans), xp.isfinite(g)))
+    return xp.where(ok, d, xp.where(zero, 0.0, d * math.nan))
+
+
+_std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C)
+_std_root.defvjp(_std_root_vjp)
+defjvp_from_vjp(_std_root)
 
 composite("std", of="sqrt(var)")
 
 
 # ---------------------------------------------------------------- max, min
 def _extremum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
-    # the elements equal to the extremum share the gradient evenly (torch.amax's convention)
+    # the elements equal to the extremum share the gradient evenly (torch.amax's convention,
+    # not torch.max(dim)'s, which gives all of it to one of them)
     shape = tuple(x.shape)
     axes = _norm_axes(axis, len(shape))
     g = _expand_reduced(xp, g, shape, axis, keepdims)
     if not axes:
         return g
-    hit = x == _expand_reduced(xp, ans, shape, axis, keepdims)
+    m = _expand_reduced(xp, ans, shape, axis, keepdims)
+    hit = x == m
     count = xp.sum(xp.astype(hit, x.dtype), axis=axes, keepdims=True)
-    return xp.where(hit, g / count, 0.0)
+    # a slice holding NaN has a NaN extremum and a NaN gradient throughout, as torch.amax
+    # (which divides by its count of 0); its count is made 1 here so that nothing warns
+    nan = xp.isnan(m)
+    return xp.where(nan, math.nan, xp.where(hit, g / xp.where(nan, 1.0, count), 0.0))
 
 
 _max = primitive("max", lambda xp, x, **kw: xp.max(x, **kw), save=(0,), save_ans=True, chapter=_C)
@@ -315,6 +360,9 @@ def var(
 ) -> Array:
     """Variance over ``axis``, dividing by ``N - correction`` (1 for the unbiased sample variance).
 
+    With ``correction >= N`` it is inf (NaN for a constant slice), as in PyTorch, and
+    so is its gradient: ``g * inf``, NaN where an element equals the mean.
+
     Examples:
         >>> import xpgrad as xg
         >>> xg.var(xg.asarray([1.0, 2.0, 3.0, 4.0]), correction=1)
@@ -328,14 +376,16 @@ def std(
 ) -> Array:
     """Standard deviation over ``axis``: ``sqrt(var(x, ...))``.
 
-    Its gradient is infinite (or NaN) where the variance is 0, as in PyTorch.
+    As in PyTorch, its gradient is 0 where the standard deviation is 0 (a constant
+    slice), and with ``correction >= N`` the result is inf (NaN for a constant
+    slice) with a NaN gradient.
 
     Examples:
         >>> import xpgrad as xg
         >>> xg.std(xg.asarray([1.0, 3.0, 5.0, 7.0]))
         Tensor(2.23606798, dtype=float64, device=cpu)
     """
-    return _ew.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+    return apply(_std_root, (var(x, axis=axis, correction=correction, keepdims=keepdims),), {})
 
 
 def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001

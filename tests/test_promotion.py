@@ -102,9 +102,13 @@ def test_operator_result_dtype_is_the_standards(backend: Any, op: str) -> None:
     _check_pairs(backend, func, f)
 
 
-def test_zero_d_uint16_and_one_d_uint8_is_uint16(backend: Any) -> None:
+def test_zero_d_uint16_and_one_d_uint8_is_uint16(backend: Any, request: Any) -> None:
     """The case the official suite found on PyTorch: the 0-d array's wider dtype wins,
     with the values of the standard's result."""
+    if backend.name == "torch" and str(getattr(backend, "device", "")).startswith("cuda"):
+        request.applymarker(pytest.mark.xfail(raises=NotImplementedError, strict=True, reason=(
+            "torch has no CUDA kernel for bitwise operations on uint16 (it raises on two uint16 "
+            "arrays too: \"bitwise_and_cuda\" not implemented for 'UInt16'), seen on an H200")))
     x = xg.asarray(backend.asarray(np.asarray(0x1FF, dtype="uint16")))
     y = xg.asarray(backend.asarray(np.asarray([0xFF, 0x0F], dtype="uint8")))
     for r in (xg.bitwise_and(x, y), x & y, y & x, xg.bitwise_or(y, x)):

@@ -51,7 +51,9 @@ def shares_memory(a: Any, b: Any) -> bool:
     if mod == "cupy":
         import cupy
 
-        return bool(cupy.shares_memory(a, b))
+        # the bounds test: CuPy 14's exact shares_memory compares the addresses of kernel-local
+        # copies of the elements (True for any two arrays of overlapping sizes, seen on an H200)
+        return bool(cupy.may_share_memory(a, b))
     return False  # JAX (immutable), Dask (a write rebuilds only its own array object's graph)
 
 

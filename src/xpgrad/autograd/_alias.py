@@ -34,44 +34,63 @@ Check = Callable[[Any, Any], bool]
 _CHECKS: dict[type, Check] = {}
 
 
-def _numpy(a: Any, b: Any) -> bool:
+def _numpy() -> Check:
     import numpy as np
 
-    return a is b or (type(b) is np.ndarray and bool(np.may_share_memory(a, b)))
+    nd, overlap = np.ndarray, np.may_share_memory
+
+    def check(a: Any, b: Any) -> bool:
+        return a is b or (type(b) is nd and bool(overlap(a, b)))
+
+    return check
 
 
-def _strict(a: Any, b: Any) -> bool:
+def _strict() -> Check:
     import numpy as np
 
-    if a is b:
-        return True
-    inner_a = getattr(a, "_array", None)
-    inner_b = getattr(b, "_array", None)
-    return (isinstance(inner_a, np.ndarray) and isinstance(inner_b, np.ndarray)
-            and bool(np.may_share_memory(inner_a, inner_b)))
+    nd, overlap = np.ndarray, np.may_share_memory
+
+    def check(a: Any, b: Any) -> bool:
+        if a is b:
+            return True
+        inner_a = getattr(a, "_array", None)
+        inner_b = getattr(b, "_array", None)
+        return isinstance(inner_a, nd) and isinstance(inner_b, nd) and bool(overlap(inner_a, inner_b))
+
+    return check
 
 
-def _cupy(a: Any, b: Any) -> bool:
+def _cupy() -> Check:
     import cupy
 
-    return a is b or (isinstance(b, cupy.ndarray) and bool(cupy.may_share_memory(a, b)))
+    nd, overlap = cupy.ndarray, cupy.may_share_memory
+
+    def check(a: Any, b: Any) -> bool:
+        return a is b or (isinstance(b, nd) and bool(overlap(a, b)))
+
+    return check
 
 
-def _torch(a: Any, b: Any) -> bool:
+def _torch() -> Check:
     import torch
 
-    if a is b:
-        return True
-    if not isinstance(b, torch.Tensor) or a.device != b.device:
-        return False
-    base_a = a._base if a._base is not None else a
-    base_b = b._base if b._base is not None else b
-    if base_a is base_b:
-        return True
-    try:
-        return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):  # tensors without storage (functorch wrappers)
-        return True
+    tensor = torch.Tensor
+
+    def check(a: Any, b: Any) -> bool:
+        if a is b:
+            return True
+        if not isinstance(b, tensor) or a.device != b.device:
+            return False
+        base_a = a._base if a._base is not None else a
+        base_b = b._base if b._base is not None else b
+        if base_a is base_b:
+            return True
+        try:
+            return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # tensors without storage (functorch wrappers)
+            return True
+
+    return check
 
 
 def _never(a: Any, b: Any) -> bool:
@@ -89,13 +108,13 @@ def _always(a: Any, b: Any) -> bool:
 def _check_for(t: type) -> Check:
     mod = t.__module__.split(".", 1)[0]
     if mod == "numpy":
-        return _numpy
+        return _numpy()
     if mod == "array_api_strict":
-        return _strict
+        return _strict()
     if mod == "cupy":
-        return _cupy
+        return _cupy()
     if mod == "torch":
-        return _torch
+        return _torch()
     if mod in ("jax", "jaxlib"):
         return _never
     if mod == "dask":

@@ -657,3 +657,58 @@ def test_custom_jvp_inside_custom_vjp(jax: Any) -> None:
     close(xg.grad(softplus_scaled, 1)(1.5, 2.0), jax.grad(ref, 1)(1.5, 2.0))
     close(xg.grad(softplus_scaled)(100.0, 2.0), 2.0)  # the stable rule, through both
     close(xg.grad(xg.grad(softplus_scaled))(1.5, 2.0), jax.grad(jax.grad(ref))(1.5, 2.0))
+
+
+# ====================================================================== keyword arguments
+def test_keyword_arguments_are_resolved_to_positions(backend: Any) -> None:
+    """As JAX: a call with keywords (and defaults) reaches the rules positionally."""
+
+    @xg.custom_vjp
+    def scaled(x, y, scale=2.0):
+        return xg.sin(x) * y * scale
+
+    def fwd(x, y, scale):
+        return scaled(x, y, scale), (xg.cos(x), xg.sin(x), y, scale)
+
+    def bwd(res, g):
+        cos_x, sin_x, y, scale = res
+        return (cos_x * g * y * scale, sin_x * g * scale, None)
+
+    scaled.defvjp(fwd, bwd)
+
+    @xg.custom_jvp
+    def cube(x, power=3.0):
+        return x ** power
+
+    @cube.defjvp
+    def cube_jvp(primals, tangents):
+        (x, power), (t, _) = primals, tangents
+        return cube(x, power), power * x ** (power - 1.0) * t
+
+    x = xg.asarray(backend.asarray(np.array([0.3, 0.7])))
+    y = xg.asarray(backend.asarray(np.array([2.0, -1.0])))
+    loss = lambda x, y: xg.sum(scaled(x, y=y)) + xg.sum(scaled(x=x, y=y, scale=0.5))
+    gx, gy = xg.grad(loss, argnums=(0, 1))(x, y)
+    xn, yn = np.array([0.3, 0.7]), np.array([2.0, -1.0])
+    np.testing.assert_allclose(to_numpy(gx), np.cos(xn) * yn * 2.5, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(gy), np.sin(xn) * 2.5, rtol=1e-12)
+    g = xg.grad(lambda x: xg.sum(cube(x=x)) + xg.sum(cube(x, power=2.0)))(x)
+    np.testing.assert_allclose(to_numpy(g), 3 * xn ** 2 + 2 * xn, rtol=1e-12)
+
+
+def test_keywords_that_cannot_be_positions_are_refused() -> None:
+    @xg.custom_vjp
+    def f(x, **options):
+        return x * 2.0
+
+    f.defvjp(lambda x, **o: (f(x), None), lambda res, g: (g * 2.0,))
+    with pytest.raises(XpgradTypeError, match=r"custom_vjp f: keyword arguments \['scale'\] could not be resolved to positions"):
+        f(xg.asarray([1.0]), scale=3.0)
+
+    @xg.custom_jvp
+    def h(x):
+        return x
+
+    h.defjvp(lambda p, t: (p[0], t[0]))
+    with pytest.raises(XpgradTypeError, match=r"custom_jvp h: .*unexpected keyword argument 'y'"):
+        h(xg.asarray([1.0]), y=2.0)

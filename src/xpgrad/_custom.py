@@ -26,9 +26,10 @@ are lists, tuples, namedtuples and dicts.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
@@ -205,6 +206,22 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     return _tree().unflatten(call.struct, res_leaves)
 
 
+
+def _resolve_kwargs(who: str, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Keyword arguments of a call turned into positions (with the defaults filled in), as JAX
+    does: the rules receive every argument positionally, as ``fun``'s signature orders them."""
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as e:
+        msg = f"{who}: {e}"
+        raise XpgradTypeError(msg) from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        msg = (f"{who}: keyword arguments {sorted(bound.kwargs)} could not be resolved to positions "
+               "(the rules receive arguments by position; give the function named parameters)")
+        raise XpgradTypeError(msg)
+    return tuple(bound.args)
+
 class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
     """A function with a user-defined VJP: ``f.defvjp(fwd, bwd)``.
 
@@ -226,6 +243,9 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
 
     Unlike JAX, ``jvp`` of a custom_vjp function differentiates ``fwd``'s operations
     (where they are xpgrad operations) instead of raising.
+
+    Keyword arguments of a call are turned into positions by ``f``'s signature, its
+    defaults filled in, as JAX does: ``fwd`` and ``bwd`` see every argument positionally.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -258,10 +278,12 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
         self.fwd = fwd
         self.bwd = bwd
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fwd is None or self.bwd is None:
             msg = f"custom_vjp {self.__name__}: no rule defined; call {self.__name__}.defvjp(fwd, bwd) first"
             raise XpgradRuntimeError(msg)
+        if kwargs:
+            args = _resolve_kwargs(f"custom_vjp {self.__name__}", self.fun, args, kwargs)
         t = _tree()
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
@@ -318,13 +340,13 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             raise NonDifferentiableError(msg)
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
-        assert self.bwd is not None  # noqa: S101 - checked in __call__
-        who = f"custom_vjp {self.__name__}: the bwd rule {_fname(self.bwd)}"
+        bwd = cast("Callable[..., Any]", self.bwd)  # set: checked in __call__
+        who = f"custom_vjp {self.__name__}: the bwd rule {_fname(bwd)}"
         if graph:
-            got = self.bwd(*call.nd, call.res, ct)
+            got = bwd(*call.nd, call.res, ct)
         else:
             with no_grad():
-                got = self.bwd(*call.nd, call.res, ct)
+                got = bwd(*call.nd, call.res, ct)
         return _check_cotangents(got, call, who)
 
 
@@ -440,10 +462,12 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         jvp.__name__ = f"defjvps({', '.join(_fname(r) for r in rules)})"
         self.jvp = jvp
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.jvp is None:
             msg = f"custom_jvp {self.__name__}: no rule defined; decorate one with @{self.__name__}.defjvp first"
             raise XpgradRuntimeError(msg)
+        if kwargs:
+            args = _resolve_kwargs(f"custom_jvp {self.__name__}", self.fun, args, kwargs)
         t = _tree()
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
@@ -462,9 +486,9 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         return _record_call(self, call, out_leaves, None)
 
     def _run_rule(self, nd: tuple[Any, ...], primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any, str]:
-        assert self.jvp is not None  # noqa: S101 - checked in __call__
-        who = f"custom_jvp {self.__name__}: the jvp rule {_fname(self.jvp)}"
-        res = self.jvp(*nd, primals, tangents)
+        jvp = cast("Callable[..., Any]", self.jvp)  # set: checked in __call__
+        who = f"custom_jvp {self.__name__}: the jvp rule {_fname(jvp)}"
+        res = jvp(*nd, primals, tangents)
         if not (isinstance(res, tuple) and len(res) == 2):
             msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)

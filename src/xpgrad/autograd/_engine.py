@@ -20,7 +20,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._dispatch import _CACHE, backend_namespace
 from .._dtypes import dtype_name, is_float, kind
@@ -555,8 +555,7 @@ def check_hook_result(hook: Any, r: Any, g: Any, what: str) -> None:
 
 
 def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
-    assert node.hooks is not None  # noqa: S101 - checked by the caller
-    for j, hooks in node.hooks.items():
+    for j, hooks in cast("dict[int, Any]", node.hooks).items():  # (not None: checked by the caller)
         if buf[j] is not None and hooks:
             buf[j] = _apply_hooks(hooks, buf[j], create_graph)
     return buf

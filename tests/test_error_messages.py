@@ -213,3 +213,14 @@ def test_set_default_policy_accepts_a_device_policy() -> None:
             xg.set_default_policy(3)
     finally:
         xg.reset_policy()
+
+
+def test_default_device_accepts_a_device_policy() -> None:
+    with xg.default_device("array_api_strict", dtype="float32", seed=3) as p:
+        pass
+    with xg.default_device(p) as q:
+        assert (q.xp, q.dtype, q.seed) == (p.xp, "float32", 3)
+        assert type(xg.zeros(2).data).__module__.startswith("array_api_strict")
+        with xg.default_device(q, dtype="float64") as r:
+            assert r.xp is p.xp and r.dtype == "float64"
+    assert xg.current_policy().xp is not p.xp  # restored

@@ -205,7 +205,9 @@ class default_device:  # noqa: N801 - a context manager used like a function
     Args:
         xp: a namespace module, a library name (``"numpy"``, ``"cupy"``, ``"torch"``,
             ``"jax"``, ``"dask"``, ``"array_api_strict"``) or an existing array
-            (its namespace and device are taken). None keeps the current one.
+            (its namespace and device are taken). None keeps the current one. A
+            :class:`DevicePolicy` (from :func:`current_policy`, or another block's
+            ``as p``) is used as it is, with the other arguments, if given, on top.
         device: a device object or a string ``"cpu"``, ``"cuda"``, ``"cuda:1"``
             (translated for the library); None keeps the current one, or the
             library's default when ``xp`` changes.
@@ -221,17 +223,27 @@ class default_device:  # noqa: N801 - a context manager used like a function
         ...     x = xg.zeros(3)
         >>> x.dtype, xg.current_policy().xp.__name__
         (xpgrad.float32, 'array_api_compat.numpy')
+        >>> with xg.default_device("array_api_strict", dtype="float32") as p:
+        ...     pass
+        >>> with xg.default_device(p):
+        ...     xg.zeros(2).dtype, xg.current_policy().xp.__name__
+        (xpgrad.float32, 'array_api_strict')
     """
 
     def __init__(self, xp: Any = None, device: Any = None, dtype: Any = None, seed: int | None = None) -> None:
         self._args = (xp, device, dtype, seed)
         self._tokens: list[contextvars.Token[DevicePolicy | None]] = []
         # validate eagerly so that a bad name fails at the `with` line
-        _make_policy(current_policy(), xp, device, dtype, seed, "default_device")
+        self._policy()
+
+    def _policy(self) -> DevicePolicy:
+        xp, device, dtype_, seed = self._args
+        if isinstance(xp, DevicePolicy):
+            return _make_policy(xp, None, device, dtype_, seed, "default_device")
+        return _make_policy(current_policy(), xp, device, dtype_, seed, "default_device")
 
     def __enter__(self) -> DevicePolicy:
-        xp, device, dtype_, seed = self._args
-        policy = _make_policy(current_policy(), xp, device, dtype_, seed, "default_device")
+        policy = self._policy()
         self._tokens.append(_POLICY.set(policy))
         return policy
 

@@ -322,7 +322,8 @@ def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 
     return g[_along(ax, slice(start, start + xs[i].shape[ax]))]
 
 
-_concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), chapter=_C)
+# (view: Dask's concat of one non-empty array and empty ones is that array itself)
+_concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), view=True, chapter=_C)
 _concat.defvjp(rest=_concat_vjp)
 _concat.defjvp(rest=joint_linear_jvp(_concat))
 

@@ -359,3 +359,23 @@ def test_regression_gammaln_hvp_is_not_compared_with_torch() -> None:
     prog = _fuzz.from_source([x], "v0 = xp.special.gammaln(0.5 + x0 * x0)",
                              "v0 = torch.special.gammaln(0.5 + x0 * x0)")
     check_against_torch(prog, drawn=False)
+
+
+def test_regression_std_hvp_through_the_root() -> None:
+    """Found by the fuzz (the CI run of issue 17): the reverse-over-reverse HVP through
+    ``std`` was NaN. std's root rule returned ``where(ok, d, where(zero, 0, d * nan))``; one
+    order up, ``where``'s unselected branch got ``0 * nan``. Fixed in
+    src/xpgrad/ops/statistical.py (the NaN branch is a constant)."""
+    prog = _fuzz.from_source(
+        [np.array(0.4108850619643629)],
+        """
+        v0 = xp.concat([x0, x0], axis=None)
+        v1 = xp.std((xp.tanh(v0) + xp.reshape(xp.arange(2, dtype=xp.float64), (2,)) * 0.37), axis=None, correction=0.0)
+        """,
+        """
+        v0 = torch.cat([x0.reshape(1), x0.reshape(1)])
+        v1 = torch.std((torch.tanh(v0) + torch.arange(2, dtype=torch.float64) * 0.37), correction=0.0)
+        """,
+        hvp="rev",
+    )
+    check_against_torch(prog, drawn=False)

@@ -171,7 +171,8 @@ def _std_root_vjp(xp: Any, g: Any, ans: Any, v: Any) -> Any:
     ok = xp.logical_and(ans > 0, ans < math.inf)  # (False for NaN)
     d = g / (2 * xp.where(ok, ans, 1.0))
     zero = xp.logical_or(ans == 0, xp.logical_and(xp.isinf(ans), xp.isfinite(g)))
-    return xp.where(ok, d, xp.where(zero, 0.0, d * math.nan))
+    # (a constant NaN, not d * nan: one order up, where's unselected branch would get 0 * nan)
+    return xp.where(ok, d, xp.where(zero, 0.0, xp.full_like(d, math.nan)))
 
 
 _std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._exceptions import XpgradTypeError
 from ._common import Array, apply, conj, fresh, primitive
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
@@ -64,7 +65,15 @@ def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     return xp.squeeze(out, axis=-1) if x2.ndim == 1 else fresh(out)
 
 
-_matmul = primitive("matmul", lambda xp, x1, x2: xp.matmul(x1, x2), chapter=_C)
+def _matmul_fwd(xp: Any, x1: Any, x2: Any) -> Any:
+    if x1 is None or x2 is None:
+        # refused before the backend: CuPy 14's matmul crashes the process on None (seen on an H200)
+        msg = f"matmul: argument {0 if x1 is None else 1} is None; expected an array or a Tensor"
+        raise XpgradTypeError(msg)
+    return xp.matmul(x1, x2)
+
+
+_matmul = primitive("matmul", _matmul_fwd, chapter=_C)
 _matmul.defvjp(_matmul_vjp_x1, _matmul_vjp_x2)
 _matmul.defjvp(lambda xp, t, ans, x1, x2: xp.matmul(t, x2), lambda xp, t, ans, x1, x2: xp.matmul(x1, t))
 

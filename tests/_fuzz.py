@@ -1125,11 +1125,17 @@ def _qr(d: Draw, bld: _Builder, c: str, shape: Shape, a: Val, pool: list[Val]) -
     r, _ = bld.let(f"xp.linalg.qr({c})", f"torch.linalg.qr({c})")
     m, n = shape[-2:]
     k = min(m, n)
+    # the factors with R's diagonal made positive (Q D, D R with D = sign(diag R)): LAPACK's
+    # Householder signs flip between libraries where a column is exactly triangular already
+    # (a structural zero, 0 in one library and 1e-17 in the other); the thorough fuzz met one
+    sg, _ = bld.let(f"xp.sign(xp.linalg.diagonal({r}.R))", f"torch.sign(torch.diagonal({r}.R, dim1=-2, dim2=-1))")
+    q, _ = bld.let(f"{r}.Q * {sg}[..., None, :]", f"{r}.Q * {sg}[..., None, :]")
+    rr, _ = bld.let(f"{r}.R * {sg}[..., :, None]", f"{r}.R * {sg}[..., :, None]")
     if part == "Q":
-        return f"{r}.Q", f"{r}.Q", (*shape[:-2], m, k)
+        return q, q, (*shape[:-2], m, k)
     if part == "R":
-        return f"{r}.R", f"{r}.R", (*shape[:-2], k, n)
-    return f"xp.matmul({r}.Q, {r}.R ** 2)", f"{r}.Q @ {r}.R ** 2", shape
+        return rr, rr, (*shape[:-2], k, n)
+    return f"xp.matmul({q}, {rr} ** 2)", f"{q} @ {rr} ** 2", shape
 
 
 @_linalg("pinv", square=False)

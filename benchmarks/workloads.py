@@ -19,6 +19,8 @@ SEED = 20240611
 GRADIENT_WORKLOADS = ("chain", "mlp", "large", "matchain", "cnn")
 TRANSFORM_WORKLOADS = ("hessian", "jacobian", "per_example")
 WORKLOADS = GRADIENT_WORKLOADS + TRANSFORM_WORKLOADS
+# the docs page has one results section per group, each from its own run
+GROUPS = {"gradients": GRADIENT_WORKLOADS, "transforms": TRANSFORM_WORKLOADS}
 CHAIN_OPS = 200
 LR = 0.01  # the SGD step of mlp and cnn
 

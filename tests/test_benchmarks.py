@@ -66,7 +66,6 @@ def test_gradients_agree_with_numpy_manual(quick_run: Path) -> None:
 
 def test_derivatives_have_the_workloads_shapes(quick_run: Path) -> None:
     """The hessian, jacobian and per-example results are whole matrices, not a gradient."""
-    from benchmarks import _worker
     from benchmarks.impl import numpy_manual
     from benchmarks.workloads import inputs, sizes
 
@@ -117,6 +116,32 @@ def test_report_renders(quick_run: Path, tmp_path: Path, monkeypatch: pytest.Mon
     page = (tmp_path / "benchmarks.md").read_text()
     assert page.startswith("# Benchmarks") and "assets/bench_chart.png" in page and "| xpgrad-numpy |" in page
     assert (tmp_path / "assets" / "bench_chart.png").exists()
+    assert (tmp_path / "assets" / "bench_chart_transforms.png").exists()
+    assert "<!-- results:gradients -->" in page and "<!-- results:transforms -->" in page
+    # a run of the transform workloads alone replaces their section and keeps the gradients' as it was
+    gradients = page[page.index("<!-- results:gradients -->"):page.index("<!-- /results:gradients -->")]
+    only = tmp_path / "only_transforms"
+    only.mkdir()
+    recs = [r for r in _records(quick_run) if r["workload"] in ("hessian", "jacobian", "per_example")]
+    for r in recs:
+        if r["framework"] == "xpgrad-numpy":
+            r["median"] *= 1000.0  # a recognisably different run
+    (only / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    report.docs(only)
+    page2 = (tmp_path / "benchmarks.md").read_text()
+    assert gradients in page2 and page2 != page and page2.count("### ") == 2
+
+
+def test_report_compares_xpgrad_with_the_anchors() -> None:
+    from benchmarks import report
+
+    def rec(fw: str, median: float) -> dict[str, Any]:
+        return {"framework": fw, "workload": "hessian", "unit": "ms", "status": "ok", "median": median, "q1": median,
+                "q3": median, "grad_max_abs_diff": 0.0, "grad_max_rel_diff": 0.0}
+
+    table = report.table_md([rec("numpy-manual", 1.0), rec("torch", 4.0), rec("jax-jit", 0.5), rec("xpgrad-numpy", 120.0)])
+    assert "| workload | xpgrad-numpy / torch | xpgrad-numpy / jax-jit |" in table
+    assert "| hessian | 30x | 240x |" in table
 
 
 def test_a_missing_framework_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

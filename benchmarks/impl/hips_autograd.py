@@ -16,7 +16,6 @@ from typing import Any
 import autograd.numpy as anp
 import numpy as np
 from autograd import grad, hessian, jacobian
-
 from autograd.scipy.special import logsumexp
 
 from ..workloads import CHAIN_OPS, LR

@@ -1,4 +1,7 @@
-"""The five workloads: their sizes, units and seeded inputs (the same numbers for every framework).
+"""The workloads: their sizes, units and seeded inputs (the same numbers for every framework).
+
+Five gradient workloads (chain, mlp, large, matchain, cnn) and three beyond the gradient
+(hessian, jacobian, per_example: issue #18's baseline for vmap and the transforms).
 
 ``inputs(name, quick)`` returns a dict of NumPy arrays drawn from
 ``numpy.random.default_rng(SEED)``; each framework converts them to its own arrays.
@@ -13,7 +16,11 @@ from typing import Any
 import numpy as np
 
 SEED = 20240611
-WORKLOADS = ("chain", "mlp", "large", "matchain", "cnn")
+GRADIENT_WORKLOADS = ("chain", "mlp", "large", "matchain", "cnn")
+TRANSFORM_WORKLOADS = ("hessian", "jacobian", "per_example")
+WORKLOADS = GRADIENT_WORKLOADS + TRANSFORM_WORKLOADS
+# the docs page has one results section per group, each from its own run
+GROUPS = {"gradients": GRADIENT_WORKLOADS, "transforms": TRANSFORM_WORKLOADS}
 CHAIN_OPS = 200
 LR = 0.01  # the SGD step of mlp and cnn
 
@@ -41,6 +48,17 @@ SPECS = {
                     "the demo's CNN (Conv2d(1,16,3,p=1), ReLU, MaxPool2d(2), Conv2d(16,32,3,p=1), ReLU, "
                     "Linear(512,10)) on a batch of 64 digits, float32: forward, cross-entropy, backward and "
                     "a plain SGD update"),
+    "hessian": Workload("hessian", "ms", 1,
+                        "the 200x200 Hessian of f(x) = sum(tanh(A @ x)**2) + logsumexp(x), x float64[200], "
+                        "A 200x200 (torch.func.hessian, jax.hessian, autograd.hessian, xg.hessian)"),
+    "jacobian": Workload("jacobian", "ms", 1,
+                         "the 200x200 Jacobian of tanh(A @ x), x float64[200] (torch.func.jacrev, jax.jacrev, "
+                         "autograd.jacobian, xg.jacrev)"),
+    "per_example": Workload("per_example", "ms", 1,
+                            "per-example gradients (w.r.t. w and b) of the logistic loss "
+                            "logaddexp(0, x.w + b) - y (x.w + b), 256 examples x 50 features, float64: "
+                            "vmap(grad(loss), in_axes=(None, 0, 0)) in torch.func and JAX; a Python loop "
+                            "over the examples elsewhere (xpgrad: loop until xg.vmap lands)"),
 }
 
 
@@ -52,6 +70,9 @@ def sizes(quick: bool) -> dict[str, Any]:
         "large_n": 100_000 if quick else 4_000_000,
         "matchain_n": 16 if quick else 64,
         "cnn_batch": 8 if quick else 64,
+        "hessian_n": 12 if quick else 200,
+        "jacobian_n": 12 if quick else 200,
+        "per_example": (8, 5) if quick else (256, 50),
     }
 
 
@@ -87,6 +108,13 @@ def inputs(name: str, quick: bool = False) -> dict[str, np.ndarray]:
             "w2": _uniform_init(rng, (32, 16, 3, 3), 144), "b2": _uniform_init(rng, (32,), 144),
             "w3": _uniform_init(rng, (10, 512), 512), "b3": _uniform_init(rng, (10,), 512),
         }
+    if name in ("hessian", "jacobian"):
+        n = s[f"{name}_n"]  # entries of A @ x have variance about 1: tanh is not saturated
+        return {"A": rng.standard_normal((n, n)) / np.sqrt(n), "x": rng.standard_normal(n)}
+    if name == "per_example":
+        m, d = s["per_example"]
+        return {"w": rng.standard_normal(d) / np.sqrt(d), "b": np.asarray(0.1), "X": rng.standard_normal((m, d)),
+                "y": rng.integers(0, 2, m).astype(np.float64)}
     msg = f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}"
     raise ValueError(msg)
 
@@ -106,4 +134,7 @@ GRAD_NAMES = {
     "large": ("x",),
     "matchain": ("A", "B", "C"),
     "cnn": ("w1", "b1", "w2", "b2", "w3", "b3"),
+    "hessian": ("H",),  # d2f/dx2, (n, n)
+    "jacobian": ("J",),  # d tanh(A @ x) / dx, (n, n)
+    "per_example": ("w", "b"),  # one row per example: (m, d) and (m,)
 }

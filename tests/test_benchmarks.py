@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("matplotlib")
 
+QUICK_WORKLOADS = ("chain", "large", "hessian", "jacobian", "per_example")
 FIELDS = {
     "framework": str, "workload": str, "unit": str, "status": str, "median": float, "q1": float, "q3": float,
     "samples": list, "grad_max_abs_diff": float, "grad_max_rel_diff": float, "versions": dict,
@@ -26,7 +28,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--frameworks", "numpy-manual,xpgrad-numpy",
-         "--workloads", "chain,large", "--repeats", "2", "--out", str(out)],
+         "--workloads", "chain,large,hessian,jacobian,per_example", "--repeats", "2", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -39,14 +41,14 @@ def _records(out: Path) -> list[dict[str, Any]]:
 
 def test_one_record_per_pair_with_the_schema(quick_run: Path) -> None:
     recs = _records(quick_run)
-    assert sorted((r["framework"], r["workload"]) for r in recs) == [
-        ("numpy-manual", "chain"), ("numpy-manual", "large"), ("xpgrad-numpy", "chain"), ("xpgrad-numpy", "large")]
+    assert sorted((r["framework"], r["workload"]) for r in recs) == sorted(
+        (fw, wl) for fw in ("numpy-manual", "xpgrad-numpy") for wl in QUICK_WORKLOADS)
     for r in recs:
         assert r["status"] == "ok", r.get("reason")
         for key, typ in FIELDS.items():
             assert isinstance(r[key], typ), (key, r[key])
         assert len(r["samples"]) == 2 and r["q1"] <= r["median"] <= r["q3"]
-        assert r["unit"] == {"chain": "us/op", "large": "ms"}[r["workload"]]
+        assert r["unit"] == {"chain": "us/op"}.get(r["workload"], "ms")
         assert r["quick"] is True and r["versions"]["numpy"]
         if r["workload"] == "large":
             # the returned gradient alone is 1 x |x|; a real measurement, not a placeholder
@@ -60,6 +62,44 @@ def test_gradients_agree_with_numpy_manual(quick_run: Path) -> None:
         assert r["grad_max_rel_diff"] < 1e-12, r
         if r["framework"] == "numpy-manual":
             assert r["grad_max_abs_diff"] == 0.0
+
+
+def test_derivatives_have_the_workloads_shapes(quick_run: Path) -> None:
+    """The hessian, jacobian and per-example results are whole matrices, not a gradient."""
+    from benchmarks.impl import numpy_manual
+    from benchmarks.workloads import inputs, sizes
+
+    n, (m, d) = sizes(True)["hessian_n"], sizes(True)["per_example"]
+    shapes = {"hessian": [(n, n)], "jacobian": [(n, n)], "per_example": [(m, d), (m,)]}
+    for wl, want in shapes.items():
+        got = numpy_manual.make(wl, inputs(wl, quick=True))()
+        assert [g.shape for g in got] == want, wl
+        assert all(np.all(np.isfinite(g)) and np.any(g != 0) for g in got), wl
+    h = numpy_manual.make("hessian", inputs("hessian", quick=True))()[0]
+    assert np.allclose(h, h.T, rtol=0, atol=1e-14)  # a Hessian is symmetric
+    # the reference Hessian against central differences of the hand-written gradient
+    inp = inputs("hessian", quick=True)
+    a, x = inp["A"], inp["x"]
+
+    def grad_f(v: np.ndarray) -> np.ndarray:
+        t = np.tanh(a @ v)
+        p = np.exp(v - v.max())
+        return a.T @ (2 * t * (1 - t * t)) + p / p.sum()
+
+    eps = 1e-6
+    fd = np.stack([(grad_f(x + eps * e) - grad_f(x - eps * e)) / (2 * eps) for e in np.eye(n)])
+    assert np.allclose(h, fd, rtol=0, atol=1e-7)
+    rec = {r["workload"]: r for r in _records(quick_run) if r["framework"] == "xpgrad-numpy"}
+    assert all(rec[wl]["status"] == "ok" and rec[wl]["grad_max_rel_diff"] < 1e-12 for wl in shapes)
+
+
+def test_a_declared_unsupported_pair_is_reported_with_its_reason() -> None:
+    from benchmarks import _worker, report
+
+    rec = _worker.run_pair("mygrad", "hessian", 1, quick=True)  # declared: needs no mygrad installed
+    assert rec["status"] == "unsupported" and "higher-order" in rec["reason"] and rec["median"] is None
+    table = report.table_md([rec])
+    assert "unsupported [1]" in table and "mygrad / hessian: unsupported: MyGrad has no higher-order" in table
 
 
 def test_report_renders(quick_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,6 +116,32 @@ def test_report_renders(quick_run: Path, tmp_path: Path, monkeypatch: pytest.Mon
     page = (tmp_path / "benchmarks.md").read_text()
     assert page.startswith("# Benchmarks") and "assets/bench_chart.png" in page and "| xpgrad-numpy |" in page
     assert (tmp_path / "assets" / "bench_chart.png").exists()
+    assert (tmp_path / "assets" / "bench_chart_transforms.png").exists()
+    assert "<!-- results:gradients -->" in page and "<!-- results:transforms -->" in page
+    # a run of the transform workloads alone replaces their section and keeps the gradients' as it was
+    gradients = page[page.index("<!-- results:gradients -->"):page.index("<!-- /results:gradients -->")]
+    only = tmp_path / "only_transforms"
+    only.mkdir()
+    recs = [r for r in _records(quick_run) if r["workload"] in ("hessian", "jacobian", "per_example")]
+    for r in recs:
+        if r["framework"] == "xpgrad-numpy":
+            r["median"] *= 1000.0  # a recognisably different run
+    (only / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    report.docs(only)
+    page2 = (tmp_path / "benchmarks.md").read_text()
+    assert gradients in page2 and page2 != page and page2.count("### ") == 2
+
+
+def test_report_compares_xpgrad_with_the_anchors() -> None:
+    from benchmarks import report
+
+    def rec(fw: str, median: float) -> dict[str, Any]:
+        return {"framework": fw, "workload": "hessian", "unit": "ms", "status": "ok", "median": median, "q1": median,
+                "q3": median, "grad_max_abs_diff": 0.0, "grad_max_rel_diff": 0.0}
+
+    table = report.table_md([rec("numpy-manual", 1.0), rec("torch", 4.0), rec("jax-jit", 0.5), rec("xpgrad-numpy", 120.0)])
+    assert "| workload | xpgrad-numpy / torch | xpgrad-numpy / jax-jit |" in table
+    assert "| hessian | 30x | 240x |" in table
 
 
 def test_a_missing_framework_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,9 +154,15 @@ def test_a_missing_framework_is_reported_not_raised(monkeypatch: pytest.MonkeyPa
 
 
 def test_every_framework_has_every_workload() -> None:
+    """Each pair is implemented, or declared unsupported with a reason (never silently missing)."""
     from benchmarks import _worker
     from benchmarks.workloads import WORKLOADS
 
-    for mod_name in {m for m, _ in _worker.FRAMEWORKS.values()}:
+    assert all(fw in _worker.FRAMEWORKS and wl in WORKLOADS and isinstance(why, str) and len(why) > 20
+               for (fw, wl), why in _worker.UNSUPPORTED.items())
+    for fw, (mod_name, _) in _worker.FRAMEWORKS.items():
         src = (ROOT / "benchmarks" / "impl" / f"{mod_name}.py").read_text()
-        assert all(f"def _{wl}(" in src for wl in WORKLOADS), mod_name
+        for wl in WORKLOADS:
+            implemented = f"def _{wl}(" in src
+            assert implemented != ((fw, wl) in _worker.UNSUPPORTED), (fw, wl, "implemented" if implemented
+                                                                      else "neither implemented nor declared")

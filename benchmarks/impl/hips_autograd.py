@@ -3,6 +3,8 @@
 It has no convolution or pooling primitive, so the cnn workload writes them with
 autograd.numpy: padding, the nine shifted slices stacked, einsum, and a max over
 the 2x2 windows (autograd splits the gradient among tied maxima, PyTorch gives it to the first).
+hessian and jacobian use autograd.hessian and autograd.jacobian; per_example has no vmap,
+so it is a Python loop of autograd.grad over the examples (as xpgrad's).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 
 import autograd.numpy as anp
 import numpy as np
-from autograd import grad
+from autograd import grad, hessian, jacobian
+from autograd.scipy.special import logsumexp
 
 from ..workloads import CHAIN_OPS, LR
 
@@ -24,6 +27,8 @@ def version() -> str:
 
 def make(workload: str, inp: dict[str, np.ndarray]) -> Callable[[], Any]:
     inp = {k: v.copy() for k, v in inp.items()}
+    if workload in _TRANSFORMS:
+        return _TRANSFORMS[workload](inp)
     loss, args, n_diff, train = _LOSSES[workload](inp)
     g = grad(loss, argnum=list(range(n_diff)) if n_diff > 1 else 0)
     state = list(args)
@@ -98,3 +103,34 @@ def _cnn(t: dict[str, Any]) -> tuple[Any, tuple[Any, ...], int, bool]:
 
 
 _LOSSES = {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn}
+
+
+def _hessian(t: dict[str, Any]) -> Callable[[], Any]:
+    a, x = t["A"], t["x"]
+    h = hessian(lambda v: anp.sum(anp.tanh(anp.dot(a, v)) ** 2) + logsumexp(v))
+    return lambda: [h(x)]
+
+
+def _jacobian(t: dict[str, Any]) -> Callable[[], Any]:
+    a, x = t["A"], t["x"]
+    j = jacobian(lambda v: anp.tanh(anp.dot(a, v)))
+    return lambda: [j(x)]
+
+
+def _per_example(t: dict[str, Any]) -> Callable[[], Any]:
+    params, xs, y = (t["w"], t["b"]), t["X"], t["y"]
+
+    def loss(p: tuple[Any, Any], x: Any, yi: Any) -> Any:
+        z = anp.dot(x, p[0]) + p[1]
+        return anp.logaddexp(0.0, z) - yi * z
+
+    g = grad(loss)
+
+    def run() -> Any:  # no vmap: one autograd.grad per example
+        rows = [g(params, xs[i], y[i]) for i in range(xs.shape[0])]
+        return [np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])]
+
+    return run
+
+
+_TRANSFORMS = {"hessian": _hessian, "jacobian": _jacobian, "per_example": _per_example}

@@ -1,4 +1,9 @@
-"""mygrad: MyGrad's tape (Tensor.backward), with its own conv_nd, max_pool and softmax_crossentropy."""
+"""mygrad: MyGrad's tape (Tensor.backward), with its own conv_nd, max_pool and softmax_crossentropy.
+
+MyGrad has no functional transforms: jacobian is one backward pass per output row (a
+one-hot seed) and per_example one backward pass per example; it has no higher-order
+derivatives, so hessian is declared unsupported (benchmarks._worker.UNSUPPORTED).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ def version() -> str:
 
 def make(workload: str, inp: dict[str, np.ndarray]) -> Callable[[], Any]:
     inp = {k: v.copy() for k, v in inp.items()}
-    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn}[workload](inp)
+    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn,
+            "jacobian": _jacobian, "per_example": _per_example}[workload](inp)
 
 
 def _grads(loss: Any, ts: list[Any]) -> list[Any]:
@@ -101,3 +107,34 @@ def _cnn(t: dict[str, Any]) -> Callable[[], Any]:
         return softmax_crossentropy(mg.matmul(mg.reshape(h, (h.shape[0], 512)), mg.transpose(w3)) + b3, y)
 
     return _train(ps, loss)
+
+
+def _jacobian(t: dict[str, Any]) -> Callable[[], Any]:
+    a, x = t["A"], mg.Tensor(t["x"])
+
+    def run() -> Any:  # one forward and backward per row (backward clears the graph)
+        n = a.shape[0]
+        rows = []
+        for i in range(n):
+            seed = np.zeros(n)
+            seed[i] = 1.0
+            mg.tanh(mg.matmul(a, x)).backward(seed)
+            rows.append(x.grad)
+        return [np.stack(rows)]
+
+    return run
+
+
+def _per_example(t: dict[str, Any]) -> Callable[[], Any]:
+    w, b, xs, y = mg.Tensor(t["w"]), mg.Tensor(t["b"]), t["X"], t["y"]
+
+    def run() -> Any:  # one forward and backward per example
+        gw, gb = [], []
+        for i in range(xs.shape[0]):
+            z = mg.matmul(xs[i], w) + b
+            (mg.logaddexp(0.0, z) - y[i] * z).backward()
+            gw.append(w.grad)
+            gb.append(b.grad)
+        return [np.stack(gw), np.stack(gb)]
+
+    return run

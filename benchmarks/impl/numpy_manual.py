@@ -22,7 +22,8 @@ def version() -> str:
 
 def make(workload: str, inp: dict[str, np.ndarray]) -> Callable[[], Any]:
     inp = {k: v.copy() for k, v in inp.items()}
-    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn}[workload](inp)
+    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn,
+            "hessian": _hessian, "jacobian": _jacobian, "per_example": _per_example}[workload](inp)
 
 
 def _chain(inp: dict[str, np.ndarray]) -> Callable[[], Any]:
@@ -186,5 +187,43 @@ def _cnn(inp: dict[str, np.ndarray]) -> Callable[[], Any]:
         for p, g in zip(ps, grads, strict=True):
             p -= np.float32(LR) * g.astype(np.float32, copy=False)
         return grads
+
+    return run
+
+
+def _hessian(inp: dict[str, np.ndarray]) -> Callable[[], Any]:
+    a, x = inp["A"], inp["x"]
+
+    def run() -> Any:
+        t = np.tanh(a @ x)
+        # d2/du2 tanh(u)^2 = 2 (1 - t^2)(1 - 3 t^2): A^T diag(d2) A
+        d2 = 2 * (1 - t * t) * (1 - 3 * t * t)
+        h = a.T @ (d2[:, None] * a)
+        e = np.exp(x - x.max())
+        p = e / e.sum()  # logsumexp's Hessian: diag(p) - p p^T
+        h -= np.outer(p, p)
+        h[np.diag_indices_from(h)] += p
+        return [h]
+
+    return run
+
+
+def _jacobian(inp: dict[str, np.ndarray]) -> Callable[[], Any]:
+    a, x = inp["A"], inp["x"]
+
+    def run() -> Any:
+        t = np.tanh(a @ x)
+        return [(1 - t * t)[:, None] * a]
+
+    return run
+
+
+def _per_example(inp: dict[str, np.ndarray]) -> Callable[[], Any]:
+    w, b, xs, y = inp["w"], inp["b"], inp["X"], inp["y"]
+
+    def run() -> Any:
+        z = xs @ w + b
+        r = 0.5 * (1 + np.tanh(0.5 * z)) - y  # sigmoid(z) - y, stable for any z
+        return [r[:, None] * xs, r]
 
     return run

@@ -1,4 +1,4 @@
-"""torch: PyTorch eager mode on the CPU, its autograd and torch.optim.SGD."""
+"""torch: PyTorch eager mode on the CPU, its autograd and torch.optim.SGD; torch.func for hessian, jacobian, per_example."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def version() -> str:
 
 def make(workload: str, inp: dict[str, np.ndarray]) -> Callable[[], Any]:
     t = {k: torch.from_numpy(v.copy()) for k, v in inp.items()}
-    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn}[workload](t)
+    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn,
+            "hessian": _hessian, "jacobian": _jacobian, "per_example": _per_example}[workload](t)
 
 
 def _chain(t: dict[str, torch.Tensor]) -> Callable[[], Any]:
@@ -101,3 +102,26 @@ def _cnn(t: dict[str, torch.Tensor]) -> Callable[[], Any]:
         return F.cross_entropy(F.linear(h.flatten(1), w3, b3), y)
 
     return _train(ps, loss)
+
+
+def _hessian(t: dict[str, torch.Tensor]) -> Callable[[], Any]:
+    a, x = t["A"], t["x"]
+    h = torch.func.hessian(lambda v: torch.sum(torch.tanh(a @ v) ** 2) + torch.logsumexp(v, 0))
+    return lambda: [h(x)]
+
+
+def _jacobian(t: dict[str, torch.Tensor]) -> Callable[[], Any]:
+    a, x = t["A"], t["x"]
+    j = torch.func.jacrev(lambda v: torch.tanh(a @ v))
+    return lambda: [j(x)]
+
+
+def _per_example(t: dict[str, torch.Tensor]) -> Callable[[], Any]:
+    params, xs, y = (t["w"], t["b"]), t["X"], t["y"]
+
+    def loss(p: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        z = x @ p[0] + p[1]
+        return torch.logaddexp(torch.zeros_like(z), z) - yi * z
+
+    g = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))  # JAX's in_axes
+    return lambda: list(g(params, xs, y))

@@ -1,4 +1,8 @@
-"""xpgrad on NumPy arrays and on torch tensors (torch's autograd unused), with xpgrad.optim.SGD."""
+"""xpgrad on NumPy arrays and on torch tensors (torch's autograd unused), with xpgrad.optim.SGD.
+
+hessian and jacobian use xg.hessian and xg.jacrev as they are (a row-per-output loop);
+per_example is a Python loop of xg.grad over the examples, until xg.vmap lands (#18).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ def make(workload: str, inp: dict[str, np.ndarray], backend: str) -> Callable[[]
         t = {k: xg.asarray(torch.from_numpy(v.copy())) for k, v in inp.items()}
     else:
         t = {k: xg.asarray(v.copy()) for k, v in inp.items()}
-    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn}[workload](t)
+    return {"chain": _chain, "mlp": _mlp, "large": _large, "matchain": _matchain, "cnn": _cnn,
+            "hessian": _hessian, "jacobian": _jacobian, "per_example": _per_example}[workload](t)
 
 
 def _chain(t: dict[str, xg.Tensor]) -> Callable[[], Any]:
@@ -111,3 +116,32 @@ def _cnn(t: dict[str, xg.Tensor]) -> Callable[[], Any]:
         p.data = t[k].data
     loss_fn = nn.CrossEntropyLoss()
     return _train(ps, lambda: loss_fn(model(x), y))
+
+
+# the functional transforms take and return the backend's arrays (the Tensors' .data)
+def _hessian(t: dict[str, xg.Tensor]) -> Callable[[], Any]:
+    a, x = t["A"].data, t["x"].data
+    h = xg.hessian(lambda v: xg.sum(xg.tanh(a @ v) ** 2) + xg.special.logsumexp(v))
+    return lambda: [h(x)]
+
+
+def _jacobian(t: dict[str, xg.Tensor]) -> Callable[[], Any]:
+    a, x = t["A"].data, t["x"].data
+    j = xg.jacrev(lambda v: xg.tanh(a @ v))
+    return lambda: [j(x)]
+
+
+def _per_example(t: dict[str, xg.Tensor]) -> Callable[[], Any]:
+    params, xs, y = (t["w"].data, t["b"].data), t["X"].data, t["y"].data
+
+    def loss(p: tuple[Any, Any], x: Any, yi: Any) -> Any:
+        z = x @ p[0] + p[1]
+        return xg.logaddexp(xg.zeros_like(z), z) - yi * z
+
+    g = xg.grad(loss)
+
+    def run() -> Any:  # until xg.vmap: one xg.grad per example, stacked
+        rows = [g(params, xs[i], y[i]) for i in range(xs.shape[0])]
+        return [xg.stack([r[0] for r in rows]), xg.stack([r[1] for r in rows])]
+
+    return run

@@ -338,6 +338,16 @@ _unary("special.expit", "{N}.special.expit({a})")
 _unary("nn.relu", "{N}.nn.functional.relu({a} - 0.123)", "nn.relu", "subtract", torch_tpl="torch.relu({a} - 0.123)")
 
 
+@_op("nn.binary_cross_entropy")
+def _bce(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Probabilities kept inside (0.05, 0.95) and targets in (0, 1), both from ``a`` (so the
+    target's gradient is checked too)."""
+    return (f"xp.nn.functional.binary_cross_entropy(0.05 + 0.9 * xp.special.expit({a.name}), xp.special.expit(0.7 * {a.name} + 0.3), "
+            "reduction='none')",
+            f"torch.nn.functional.binary_cross_entropy(0.05 + 0.9 * torch.sigmoid({a.name}), torch.sigmoid(0.7 * {a.name} + 0.3), "
+            "reduction='none')", a.shape)
+
+
 @_op("nn.cross_entropy", "nn.softmax_cross_entropy")
 def _cross_entropy(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     """Class-index cross-entropy of logits ``a`` (class axis 1, or 0 for 1-D), every option drawn."""

@@ -288,3 +288,23 @@ def test_var_along_an_axis_with_correction_at_least_n(backend: Any, correction: 
     (g,) = pull(backend.xp.ones_like(y))
     np.testing.assert_array_equal(to_numpy(y), np.array(want_y))  # [inf, nan]
     np.testing.assert_array_equal(to_numpy(g), np.stack(want_g))  # [[inf, inf], [nan, nan]]
+
+
+def test_binary_cross_entropy_at_zero_and_one_matches_torch(backend: Any) -> None:
+    """torch's loss and both gradients at p in {0, 1} (and inside): a probability saturated at
+    the wrong end gets a gradient of 1e12 (it was 0 here: the clamped logs' derivative), and
+    the target's gradient is log1p(-p) - log(p), infinite at the ends."""
+    torch = pytest.importorskip("torch")
+    p0 = np.array([0.0, 1.0, 0.0, 1.0, 0.3, 1e-300])
+    t0 = np.array([0.0, 0.0, 1.0, 1.0, 0.6, 1.0])
+    p = xg.asarray(backend.asarray(p0), requires_grad=True)
+    t = xg.asarray(backend.asarray(t0), requires_grad=True)
+    loss = F.binary_cross_entropy(p, t, reduction="none")
+    xg.sum(loss).backward()
+    pt = torch.tensor(p0, requires_grad=True)
+    tt = torch.tensor(t0, requires_grad=True)
+    ref = torch.nn.functional.binary_cross_entropy(pt, tt, reduction="none")
+    ref.sum().backward()
+    np.testing.assert_allclose(to_numpy(loss), ref.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(to_numpy(p.grad), pt.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(to_numpy(t.grad), tt.grad.numpy(), rtol=1e-14)

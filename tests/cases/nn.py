@@ -1,4 +1,5 @@
-"""OpCases for the primitives of ``xpgrad.nn.functional`` (``nn.relu``, ``nn.softmax_cross_entropy``).
+"""OpCases for the primitives of ``xpgrad.nn.functional`` (``nn.relu``, ``nn.softmax_cross_entropy``,
+``nn.binary_cross_entropy``).
 
 The rest of ``nn.functional`` is composed of namespace functions and is tested in
 tests/test_nn.py; a primitive of its own gets its rules checked here like any other.
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from tests._cases import Draw, OpCase
+from tests._cases import Draw, OpCase, same_shape
 from xpgrad.nn import functional as F  # noqa: N812
 
 
@@ -54,4 +55,8 @@ CASES = [
            shapes=_xent_shapes, params=_xent_params, dtypes=["float", "int"],
            int_range=lambda shapes, params: (0, shapes[0][0 if len(shapes[0]) == 1 else 1] - 1),
            prepare=_xent_prepare, torch_fn=_xent_torch),
+    # probabilities inside (0, 1) here (finite differences); p = 0 and 1 are in tests/test_kinks.py
+    OpCase("nn.binary_cross_entropy", lambda xp, p, y: F.binary_cross_entropy(p, y, reduction="none"), nargs=2,
+           shapes=same_shape(2), domain=[(0.05, 0.95), (0.0, 1.0)],
+           torch_fn=lambda t, p, y: t.nn.functional.binary_cross_entropy(p, y, reduction="none")),
 ]

@@ -995,19 +995,61 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
     return (1.0 - label_smoothing) * nll + ret * (label_smoothing / n_cls)
 
 
+# binary_cross_entropy as PyTorch defines it, at p = 0 and 1 too: the loss
+# (t - 1) max(log1p(-p), -100) - t max(log p, -100), the gradient
+# (p - t) / max(p (1 - p), 1e-12) (so a saturated p = 1 with target 0 still gets pushed back,
+# by 1e12, where the clamped logs' own derivative is 0), and the target's gradient
+# log1p(-p) - log(p) with the logs unclamped (+-inf at p = 0 or 1), as torch's. The logs are
+# taken where they are finite: no NumPy divide-by-zero warning at the ends.
+def _bce_logs(xp: Any, p: Any) -> tuple[Any, Any]:
+    inside_p = p > 0
+    inside_q = p < 1
+    log_p = xp.where(inside_p, xp.log(xp.where(inside_p, p, 1.0)), -math.inf)
+    log_q = xp.where(inside_q, xp.log1p(-xp.where(inside_q, p, 0.0)), -math.inf)
+    return log_p, log_q
+
+
+def _bce_fwd(xp: Any, p: Any, t: Any) -> Any:
+    log_p, log_q = _bce_logs(xp, p)
+    return (t - 1.0) * xp.maximum(log_q, -100.0) - t * xp.maximum(log_p, -100.0)
+
+
+#: torch's EPSILON of the binary_cross_entropy backward: 1e-12 as a float32 (its kernel's
+#: constant), which is 9.999999960041972e-13 (so p = 1, target 0 gives 1.000000004e12)
+_BCE_EPS = 9.999999960041972e-13
+
+
+def _bce_vjp_p(xp: Any, g: Any, ans: Any, p: Any, t: Any) -> Any:
+    return g * (p - t) / xp.maximum(p * (1.0 - p), _BCE_EPS)
+
+
+def _bce_vjp_t(xp: Any, g: Any, ans: Any, p: Any, t: Any) -> Any:
+    log_p, log_q = _bce_logs(xp, p)
+    return g * (log_q - log_p)
+
+
+_bce = primitive("nn.binary_cross_entropy", _bce_fwd, chapter="nn")
+_bce.defvjp(_bce_vjp_p, _bce_vjp_t)
+defjvp_from_vjp(_bce)
+
+
 def binary_cross_entropy(input: Any, target: Any, weight: Any = None, reduction: str = "mean") -> Tensor:
     """``-(y log p + (1 - y) log(1 - p))`` for probabilities ``p``; each log is clamped at -100, as in PyTorch.
+
+    The gradient is PyTorch's at every ``p`` in [0, 1]: ``(p - y) / max(p (1 - p), 1e-12)``,
+    so a probability saturated at the wrong end (``p = 1``, ``y = 0``) still gets a gradient.
 
     Examples:
         >>> import xpgrad as xg
         >>> xg.nn.functional.binary_cross_entropy(xg.asarray([0.5, 1.0]), xg.asarray([1.0, 0.0]), reduction="none")
         Tensor([  0.69314718, 100.        ], dtype=float64, device=cpu)
+        >>> p = xg.asarray([1.0], requires_grad=True)
+        >>> xg.nn.functional.binary_cross_entropy(p, xg.asarray([0.0])).backward()
+        >>> p.grad
+        Tensor([1.e+12], dtype=float64, device=cpu)
     """
     _check_reduction(reduction, "binary_cross_entropy")
-    floor = math.exp(-100.0)
-    log_p = xg.log(xg.maximum(input, floor))
-    log_q = xg.log(xg.maximum(1.0 - input, floor))
-    loss = -(target * log_p + (1.0 - target) * log_q)
+    loss = apply(_bce, (input, target), {})
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)

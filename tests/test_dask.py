@@ -247,3 +247,20 @@ def test_training_on_a_local_cluster(loss: Any, dask_client: Any) -> None:
     exact = _linear_grad_np if loss is _linear else _logistic_grad_np
     np.testing.assert_allclose(g_dist, exact(w0, X, y), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(w_dist, _gd(loss, w0, X, y, steps=3, lr=0.5, persist=False), rtol=1e-10, atol=1e-12)
+
+
+def test_a_reshape_dask_refuses_is_done_after_rechunking() -> None:
+    """Dask's reshape only merges or splits whole chunks: (2, 4) in chunks ((1, 1), (2, 2))
+    into (4, 2) raises NotImplementedError there. xpgrad rechunks and reshapes (forward and
+    backward), and the values and gradient are NumPy's (found by the thorough backend fuzz)."""
+    import dask.array as da
+
+    raw = np.arange(8.0).reshape(2, 4)
+    x = xg.asarray(da.from_array(raw, chunks=(1, 2)), requires_grad=True)
+    with pytest.raises(NotImplementedError):
+        x.data.reshape((4, 2))  # Dask itself
+    y = xg.reshape(x, (4, 2))
+    w = np.arange(8.0).reshape(4, 2)
+    xg.sum(y * xg.asarray(da.from_array(w, chunks=(2, 1)))).backward()
+    np.testing.assert_array_equal(y.data.compute(), raw.reshape(4, 2))
+    np.testing.assert_array_equal(x.grad.data.compute(), w.reshape(2, 4))

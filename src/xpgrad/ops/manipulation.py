@@ -54,7 +54,23 @@ def _outputs(g: Any) -> tuple[Any, ...]:
 
 
 def _reshape_back(xp: Any, g: Any, ans: Any, x: Any, **kw: Any) -> Any:
-    return xp.reshape(g, tuple(x.shape))
+    return _reshaped(xp, g, tuple(x.shape))
+
+
+def _reshaped(xp: Any, x: Any, shape: tuple[int, ...], copy: bool | None = None) -> Any:
+    """``xp.reshape``, and where Dask refuses one (its reshape only merges or splits whole
+    chunks: ``NotImplementedError``), the same after rechunking: first every axis but the
+    leading one into one chunk, then, if need be, the whole array."""
+    try:
+        return xp.reshape(x, shape) if copy is None else xp.reshape(x, shape, copy=copy)
+    except NotImplementedError:
+        rechunk = getattr(x, "rechunk", None)
+        if rechunk is None:
+            raise
+    try:
+        return xp.reshape(rechunk({i: -1 for i in range(1, x.ndim)}), shape)
+    except NotImplementedError:
+        return xp.reshape(rechunk(-1), shape)
 
 
 # ---------------------------------------------------------------- broadcasting
@@ -136,7 +152,7 @@ declare("broadcast_shapes", "operates on shape tuples, not on arrays")
 
 # ---------------------------------------------------------------- reshaping
 def _reshape_fwd(xp: Any, x: Any, *, shape: tuple[int, ...], copy: bool | None = None) -> Any:
-    return xp.reshape(x, shape) if copy is None else xp.reshape(x, shape, copy=copy)
+    return _reshaped(xp, x, shape, copy)
 
 
 _reshape = primitive("reshape", _reshape_fwd, save=(), view=True, chapter=_C)

@@ -642,15 +642,18 @@ class Tensor:
         # a value that requires grad written into an integer tensor (t[i] = v) is cast,
         # and the tensor stays a constant, as in PyTorch
         other_rg = isinstance(other, Tensor) and other._requires_grad and (name != "setitem" or is_float(self.data.dtype))
-        if name != "setitem":
-            _precheck_update(name, self.data, other.data if isinstance(other, Tensor) else other)
+        o = other.data if isinstance(other, Tensor) else other
         if GRAD_ENABLED.get() and (self._requires_grad or other_rg):
             chain = self._write_chain(name)
             if name == "setitem":
                 new = _op("setitem", self, other, key=key)
             else:
-                new = _op(name, self, other)
-                _check_update(name, self.data, new.data)
+                try:
+                    new = _op(name, self, other)
+                except Exception:  # (array-api-strict refuses int with float itself): say why
+                    _precheck_update(name, self.data, o)
+                    raise
+                _check_update(name, self.data, new.data, o)
                 if new.data.dtype != self.data.dtype:
                     new = _op("astype", new, dtype=self.data.dtype, copy=False)
             for t in chain:
@@ -668,7 +671,6 @@ class Tensor:
         if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
             # forward mode: the result's tangent, from the out-of-place primitive
             fw = (_op("setitem", self, other, key=key) if name == "setitem" else _op(name, self, other))._fw
-        o = other.data if isinstance(other, Tensor) else other
         if name == "setitem":
             if isinstance(other, Tensor) and o.dtype != self.data.dtype:
                 # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
@@ -690,10 +692,12 @@ class Tensor:
             before = self.data
             try:
                 after = _INPLACE_RAW[name](before, o)
-            except Exception:  # re-raised, or as a DeviceMismatchError naming both devices
+            except Exception:  # re-raised, or as a clearer error: a shape or dtype change, two devices
+                _precheck_update(name, before, o)
                 _core.check_devices(before, o, func=_INPLACE_NAMES[name])
                 raise
-            _check_update(name, before, after, exact=True)
+            if after is not before:  # (NumPy, torch, CuPy: the same array, updated; JAX, Dask: a new one)
+                _check_update(name, before, after, o, exact=True)
             self.data = after
         self._version[0] += 1
         if fw is not None or self._fw:
@@ -912,7 +916,11 @@ def _kind_of(v: Any) -> str:
 
 
 def _precheck_update(name: str, before: Any, other: Any) -> None:
-    """Refuse, before the backend runs it, an update whose result has another shape or kind.
+    """Refuse an update whose result would have another shape or kind (from the operands).
+
+    Called where the backend refused the update itself (its own message names neither the
+    operator nor the rule) or gave a result of another shape or dtype (:func:`_check_update`),
+    so that every backend says the same; never on the way of an update that works.
 
     The kind of the result is the larger of the two operands' kinds (bool < integer < real
     floating < complex; ``/`` of integers is real floating); its shape is the broadcast of
@@ -951,21 +959,26 @@ def _precheck_update(name: str, before: Any, other: Any) -> None:
                 raise XpgradValueError(msg)
 
 
-def _check_update(name: str, before: Any, after: Any, exact: bool = False) -> None:
+def _check_update(name: str, before: Any, after: Any, other: Any, exact: bool = False) -> None:
     """Refuse an in-place update whose result has another shape, or another kind of dtype.
 
     ``exact``: the dtype must be the same (the backend did the update itself); otherwise
     only the kind must (a recorded float32 += float64 casts back, as PyTorch and NumPy do).
+    The message is :func:`_precheck_update`'s, from the operands, where it can tell.
     """
     op = _INPLACE_NAMES[name]
-    if tuple(after.shape) != tuple(before.shape):
+    shape_changed = tuple(after.shape) != tuple(before.shape)
+    dtype_changed = after.dtype != before.dtype and (exact or _kind(after.dtype) != _kind(before.dtype))
+    if shape_changed or dtype_changed:
+        _precheck_update(name, before, other)
+    if shape_changed:
         msg = (
             f"{op}: the result's shape {tuple(after.shape)} differs from the tensor's shape "
             f"{tuple(before.shape)}; an in-place operation cannot change a tensor's shape "
             "(write it out of place: t = t + u)"
         )
         raise XpgradValueError(msg)
-    if after.dtype != before.dtype and (exact or _kind(after.dtype) != _kind(before.dtype)):
+    if dtype_changed:
         msg = (
             f"{op}: the result dtype {dtype_name(after.dtype)} cannot be stored in the tensor's dtype "
             f"{dtype_name(before.dtype)}; an in-place operation cannot change a tensor's dtype "

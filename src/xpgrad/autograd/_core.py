@@ -132,8 +132,8 @@ class Primitive:
             (:func:`~xpgrad.autograd._alias.may_alias`), and an output that does shares
             that argument's version counter and remembers it as its base.
         multi: the forward returns a tuple of arrays (``eigh``, ``unstack``).
-        check_dtype: the output dtype may be integer or boolean for some inputs
-            (``astype``); such outputs are constants.
+        check_dtype: the output dtype may be integer or boolean for some inputs or
+            parameters (``astype``, ``sum(dtype=int64)``); such outputs are constants.
         chapter: the standard's chapter, for the docs table.
 
     Examples:
@@ -194,8 +194,8 @@ class Primitive:
         self.multi = multi
         self.check_dtype = check_dtype
         self.chapter = chapter
-        #: one output, not a view, output dtype kept: the specialised apply1/apply2 paths
-        self.fast = not (multi or view or check_dtype)
+        #: one output, not a view: the specialised apply1/apply2 paths (which test check_dtype)
+        self.fast = not (multi or view)
         #: arguments 0 and 1 are saved for the rules (read by the fast paths' recording)
         self.save0 = save is None or 0 in save
         self.save1 = save is None or 1 in save
@@ -402,7 +402,7 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, datas, kw, e)
     if not rg or prim.const or not GRAD_ENABLED.get() or (
-            (prim.check_dtype or (kw and "dtype" in kw)) and not _all_float(out, prim.multi)):
+            prim.check_dtype and not _all_float(out, prim.multi)):
         if prim.multi:
             res = tuple(_wrap_view(prim, args, kw, o, None, 0, j) for j, o in enumerate(out)) if prim.view else (
                 tuple(_wrap(o) for o in out))
@@ -444,7 +444,8 @@ def _wrap_view(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any], o: An
 
 
 # The two specialisations below are :func:`apply` and :func:`_record` for one and two
-# arguments of a ``fast`` primitive (one output, not a view, dtype known to be kept):
+# arguments of a ``fast`` primitive (one output, not a view; an integer result of a
+# ``check_dtype`` one is a constant, as in :func:`apply`):
 # most ops of a training step. They build the same Node as ``_record`` (through
 # ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and the
 # ``*args`` calls (about half the cost per op).
@@ -465,7 +466,7 @@ def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, d, **kw) if kw else prim.fwd(xp, d)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, [d], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get() and not (kw and "dtype" in kw and not is_float(out.dtype)):
+    if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
         res = _record1(prim, xp, a, d, kw, out)
     else:
         res = _wrap(out)
@@ -499,7 +500,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
     except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
         _fail_forward(prim, [da, db], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get() and not (kw and "dtype" in kw and not is_float(out.dtype)):
+    if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
         res = _record2(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
@@ -731,7 +732,7 @@ def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list
     for a in args:
         if isinstance(a, Tensor) and a._fw:
             present.update(lv for lv in a._fw if lv in active)
-    if not present or ((prim.check_dtype or (kw and "dtype" in kw)) and not _all_float(out, prim.multi)):
+    if not present or (prim.check_dtype and not _all_float(out, prim.multi)):
         return
     outs = res if prim.multi else (res,)
     check = _anomaly.depth and _anomaly.ANOMALY.get()

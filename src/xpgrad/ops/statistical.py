@@ -73,7 +73,8 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
     return unit_from(g, broadcast_like(xp, r, x))  # (ones when g is: see _common.scale)
 
 
-_sum = primitive("sum", _sum_fwd, save=(), chapter=_C)
+# (check_dtype: sum, prod and the cumulative ones take dtype=, and an integer one is a constant)
+_sum = primitive("sum", _sum_fwd, save=(), check_dtype=True, chapter=_C)
 _sum.defvjp(_sum_vjp)
 _sum.defjvp(linear_jvp(_sum))
 
@@ -122,7 +123,7 @@ def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any
     return g * conj(xp, d)
 
 
-_prod = primitive("prod", _prod_fwd, save=(0,), chapter=_C)
+_prod = primitive("prod", _prod_fwd, save=(0,), check_dtype=True, chapter=_C)
 _prod.defvjp(_prod_vjp)
 _prod.defjvp(reduction_jvp(_prod_vjp))
 
@@ -230,7 +231,7 @@ def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = No
     return _revcumsum(xp, g, axis)
 
 
-_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), chapter=_C)
+_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), check_dtype=True, chapter=_C)
 _cumsum.defvjp(_cumsum_vjp)
 _cumsum.defjvp(linear_jvp(_cumsum))
 
@@ -295,7 +296,7 @@ def _cumprod_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, dtype: Any = N
     return xp.concat(dys, axis=axis) if dys else xp.zeros_like(ans)
 
 
-_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, chapter=_C)
+_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, check_dtype=True, chapter=_C)
 _cumprod.defvjp(_cumprod_vjp)
 _cumprod.defjvp(_cumprod_jvp)
 

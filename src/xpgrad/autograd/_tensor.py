@@ -14,7 +14,7 @@ from typing import Any
 
 import array_api_compat
 
-from .._dtypes import DTYPES, dtype_name, fast_name, is_float
+from .._dtypes import DTYPES, dtype_name, fast_name, is_float, kind
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from . import _core
 from ._alias import may_alias
@@ -891,13 +891,13 @@ _INPLACE_NAMES = {
 }
 
 
+#: the standard's kinds (``_dtypes.kind``) as in-place promotion sees them: one integer kind
+_COARSE = {"bool": "bool", "signed integer": "integer", "unsigned integer": "integer",
+           "real floating": "real floating", "complex floating": "complex"}
+
+
 def _kind(dt: Any) -> str:
-    name = dtype_name(dt)
-    if name == "bool":
-        return "bool"
-    if name.startswith(("int", "uint")):
-        return "integer"
-    return "complex" if name.startswith("complex") else "real floating"
+    return _COARSE[kind(dt)]
 
 
 _KINDS = ("bool", "integer", "real floating", "complex")

@@ -22,9 +22,13 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import array_api_compat
+
+from .._backends import _device_text
 from .._dispatch import _CACHE, backend_namespace
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
+    DeviceMismatchError,
     GraphFreedError,
     InPlaceModificationError,
     NonDifferentiableError,
@@ -525,10 +529,6 @@ def _known(shape: tuple[Any, ...]) -> bool:
 def check_hook_result(hook: Any, r: Any, g: Any, what: str) -> None:
     """A hook's replacement gradient ``r`` must have the shape, dtype, library and device of
     ``g``, the gradient it was shown (PyTorch: "hook has changed the size/type of value")."""
-    from .._backends import _device_text
-    from .._dispatch import backend_namespace as _ns
-    from .._exceptions import DeviceMismatchError
-
     name = getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or type(hook).__name__
     who = f"{what} {name}"
     rd = r.data if isinstance(r, Tensor) else r
@@ -542,12 +542,10 @@ def check_hook_result(hook: Any, r: Any, g: Any, what: str) -> None:
         msg = f"{who} has changed the size of value: expected shape {gs}, got {rs}"
         raise XpgradValueError(msg)
     if type(rd) is not type(gd):
-        _ns(rd, gd, func=who)  # NamespaceMismatchError for two array libraries
+        backend_namespace(rd, gd, func=who)  # NamespaceMismatchError for two array libraries
     if rd.dtype != gd.dtype:
         msg = f"{who} has changed the type of value: expected dtype {dtype_name(gd.dtype)}, got {dtype_name(rd.dtype)}"
         raise XpgradTypeError(msg)
-    import array_api_compat
-
     rdev, gdev = array_api_compat.device(rd), array_api_compat.device(gd)
     if rdev is not None and gdev is not None and rdev != gdev:
         msg = f"{who} has changed the device of value: expected device {_device_text(gdev)}, got {_device_text(rdev)}"

@@ -108,7 +108,8 @@ def promoting(fwd: Any) -> Any:
         dtype('uint16')
     """
 
-    def f(xp: Any, a: Any, b: Any, **kw: Any) -> Any:
+    # (binary elementwise forwards take no keywords: none are passed through, no dict per call)
+    def f(xp: Any, a: Any, b: Any) -> Any:
         da = getattr(a, "dtype", None)
         if da is not None:
             db = getattr(b, "dtype", None)
@@ -118,7 +119,7 @@ def promoting(fwd: Any) -> Any:
                     a = xp.astype(a, ta)
                 if tb is not None:
                     b = xp.astype(b, tb)
-        return fwd(xp, a, b, **kw)
+        return fwd(xp, a, b)
 
     f.__name__ = f.__qualname__ = getattr(fwd, "__name__", "forward")
     f.__wrapped__ = fwd  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ Also here: the ``to_device`` primitive behind :meth:`xpgrad.Tensor.to_device`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -152,7 +153,11 @@ declare("broadcast_shapes", "operates on shape tuples, not on arrays")
 
 # ---------------------------------------------------------------- reshaping
 def _reshape_fwd(xp: Any, x: Any, *, shape: tuple[int, ...], copy: bool | None = None) -> Any:
-    return _reshaped(xp, x, shape, copy)
+    try:
+        return _reshaped(xp, x, shape, copy)
+    except Exception:
+        _check_reshape(tuple(x.shape), shape)
+        raise
 
 
 _reshape = primitive("reshape", _reshape_fwd, save=(), view=True, chapter=_C)
@@ -169,14 +174,17 @@ def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) ->
         Tensor([[1., 2.],
                 [3., 4.]], dtype=float64, device=cpu)
     """
-    shape = _check_reshape(tuple(getattr(x, "shape", (None,))), shape)
+    if type(shape) is not tuple:  # a list, or ints of another type: checked where it is not a tuple
+        shape = _check_reshape((None,), shape)
     return apply(_reshape, (x,), {"shape": shape, "copy": copy})
 
 
 def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
-    """``shape`` as a tuple of ints, or xpgrad's error if ``xshape`` cannot take it (every library agrees)."""
-    import operator
+    """``shape`` as a tuple of ints, or xpgrad's error if ``xshape`` cannot take it (every library agrees).
 
+    Run where the library refused a reshape (to name reshape and the sizes), and on a
+    shape that is not a tuple; never on the way of a reshape that works.
+    """
     try:
         new = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(operator.index(s) for s in shape)
     except TypeError:

@@ -106,13 +106,18 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:
         >>> xg.nn.functional.linear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, 1.0]]), xg.asarray([0.5]))
         Tensor([[3.5]], dtype=float64, device=cpu)
     """
-    _check_linear(input, weight, "linear")
-    out = xg.matmul(input, xg.matrix_transpose(weight))
+    try:
+        out = xg.matmul(input, xg.matrix_transpose(weight))
+    except Exception:  # the product's own message names neither linear nor in_features
+        _check_linear(input, weight, "linear")
+        raise
     return out if bias is None else out + bias
 
 
 def _check_linear(input: Any, weight: Any, func: str) -> None:
-    """Raise naming ``func`` and both shapes if ``input``'s last axis is not ``weight``'s ``in_features``."""
+    """Raise naming ``func`` and both shapes if ``input``'s last axis is not ``weight``'s ``in_features``.
+
+    Run where the product failed, not before every one (a forward that works pays nothing)."""
     xs, ws = tuple(_data(input).shape), tuple(_data(weight).shape)
     if len(ws) != 2:
         msg = f"{func}: weight must have shape (out_features, in_features), got {ws}"

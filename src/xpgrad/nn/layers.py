@@ -108,8 +108,11 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Any) -> Tensor:
-        F._check_linear(input, self.weight, f"Linear(in_features={self.in_features}, out_features={self.out_features})")
-        return F.linear(input, self.weight, self.bias)
+        try:
+            return F.linear(input, self.weight, self.bias)
+        except Exception:  # say it as the layer: Linear(in_features=..., out_features=...)
+            F._check_linear(input, self.weight, f"Linear(in_features={self.in_features}, out_features={self.out_features})")
+            raise
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -110,7 +110,13 @@ def _make_policy(
     seed: int | None,
     func: str,
 ) -> DevicePolicy:
-    """Build a policy from ``base`` with the given fields replaced (None = inherit)."""
+    """Build a policy from ``base`` with the given fields replaced (None = inherit).
+
+    ``xp`` may be a :class:`DevicePolicy`: it is then the base, the other fields on top
+    (``default_device(p)``, ``set_default_policy(p)``).
+    """
+    if isinstance(xp, DevicePolicy):
+        base, xp = xp, None
     new_xp = base.xp
     new_device = base.device
     if xp is not None:
@@ -192,8 +198,7 @@ def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
 
         return array_api_compat.array_namespace(spec), array_api_compat.device(spec)
     msg = (
-        f"{func}: xp must be a namespace module, a library name"
-        f"{', an array or a DevicePolicy' if func == 'set_default_policy' else ' or an array'}, "
+        f"{func}: xp must be a namespace module, a library name, an array or a DevicePolicy, "
         f"got {type(spec).__name__} {spec!r}"
     )
     raise XpgradTypeError(msg)
@@ -238,8 +243,6 @@ class default_device:  # noqa: N801 - a context manager used like a function
 
     def _policy(self) -> DevicePolicy:
         xp, device, dtype_, seed = self._args
-        if isinstance(xp, DevicePolicy):
-            return _make_policy(xp, None, device, dtype_, seed, "default_device")
         return _make_policy(current_policy(), xp, device, dtype_, seed, "default_device")
 
     def __enter__(self) -> DevicePolicy:
@@ -288,11 +291,7 @@ def set_default_policy(xp: Any = None, device: Any = None, dtype: Any = None, se
         >>> xg.reset_policy()
     """
     global _process_default
-    if isinstance(xp, DevicePolicy):
-        base, xp = xp, None
-    else:
-        base = _process_default_or_numpy()
-    new = _make_policy(base, xp, device, dtype, seed, "set_default_policy")
+    new = _make_policy(_process_default_or_numpy(), xp, device, dtype, seed, "set_default_policy")
     with _lock:
         _process_default = new
     return new

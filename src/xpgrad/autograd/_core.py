@@ -376,6 +376,24 @@ def _bind(tensor_cls: type, wrap: Any) -> None:
     _wrap = wrap
 
 
+#: how many vmap levels are open in the whole process: the hot path's one test (see _batched)
+_vmap_open = 0
+
+
+class _NoBatched:  # (until _batched binds the real class: nothing is an instance)
+    pass
+
+
+Batched: Any = _NoBatched
+_vmap_apply: Any = None
+
+
+def _bind_batched(cls: type, vmap_apply: Any) -> None:
+    global Batched, _vmap_apply
+    Batched = cls
+    _vmap_apply = vmap_apply
+
+
 def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed."""
     if prim.fast:
@@ -384,6 +402,10 @@ def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
             return apply1(prim, args[0], kw)
         if n == 2:
             return apply2(prim, args[0], args[1], kw)
+    if _vmap_open:
+        for a in args:
+            if isinstance(a, Batched):
+                return _vmap_apply(prim, args, kw)
     rg = False
     datas = []
     for a in args:
@@ -453,6 +475,8 @@ def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
     """:func:`apply` for one argument."""
     if not prim.fast:
         return apply(prim, (a,), kw)
+    if _vmap_open and isinstance(a, Batched):
+        return _vmap_apply(prim, (a,), kw)
     if isinstance(a, Tensor):
         d = a.data
         rg = a._requires_grad
@@ -481,6 +505,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     """:func:`apply` for two arguments."""
     if not prim.fast:
         return apply(prim, (a, b), kw)
+    if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
+        return _vmap_apply(prim, (a, b), kw)
     rg = False
     if isinstance(a, Tensor):
         da = a.data

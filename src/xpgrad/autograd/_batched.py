@@ -1,0 +1,486 @@
+"""Batched values: what :func:`xpgrad.vmap` hands the function it maps.
+
+A :class:`Batched` is a Tensor as the mapped function sees it: one example of a
+batch, with the example's (*logical*) shape. It holds a plain Tensor, its *physical*
+value, whose leading axes are the batch axes: one per vmap *level* open around it,
+outermost first, then the logical axes. A value that does not vary along a level
+has a batch axis of size 1 there (it broadcasts), so closing over an unbatched value
+costs nothing.
+
+Every primitive applied to a Batched argument goes through its *batching rule*
+(:data:`RULES`, filled by :mod:`xpgrad._vmap_rules`): the rule receives the physical
+arguments, all lifted to the same number ``K`` of batch axes, calls primitives on
+them (recorded on the tape as usual, so ``grad`` of ``vmap`` differentiates the
+physical program) and returns the physical output, whose leading ``K`` axes are the
+batch axes again. A primitive without a rule raises; one whose output shape would
+depend on the data (``nonzero``, ``unique_*``, a batched boolean mask) raises too,
+as in JAX.
+
+Differentiation started *inside* a vmap (``vmap(grad(f))``) materializes its inputs
+along every open level (an unbatched parameter becomes one copy per example): each
+example's value then depends only on its own copies, so the physical backward pass
+gives each example its own gradient. A ``vjp_fn`` called under vmaps opened after its
+``vjp`` (``vmap(vjp_fn)``, how ``jacrev`` builds a jacobian in one pass) runs the
+backward pass with batched cotangents: the rules see a batch of cotangents, the
+tape's values stay as they are.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from . import _core
+from ._core import PRIMITIVES, Primitive, apply
+from ._tensor import Tensor, _wrap
+
+__all__ = ["RULES", "STACK", "Batched", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
+
+#: primitive name -> batching rule ``rule(prim, xs, bs, kw, K)``: ``xs`` the physical
+#: arguments (batched ones lifted to ``K`` batch axes, others as given), ``bs`` which
+#: are batched; returns the physical output (a tuple for ``multi`` primitives)
+RULES: dict[str, Callable[..., Any]] = {}
+#: primitive name -> why it cannot be batched (its output shape depends on the data)
+UNBATCHABLE: dict[str, str] = {}
+
+
+def batch_rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``rule`` as the batching rule of the primitives ``names``."""
+
+    def register(rule: Callable[..., Any]) -> Callable[..., Any]:
+        for n in names:
+            if n in RULES:
+                msg = f"batch_rule: {n!r} already has a batching rule"
+                raise ValueError(msg)
+            RULES[n] = rule
+        return rule
+
+    return register
+
+
+class Level:
+    """One open vmap: its batch size."""
+
+    __slots__ = ("__weakref__", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"<vmap level of size {self.size}>"
+
+
+#: the open vmap levels of this context, outermost first
+STACK: contextvars.ContextVar[tuple[Level, ...]] = contextvars.ContextVar("xpgrad_vmap_stack", default=())
+_lock = threading.Lock()
+
+
+class open_level:  # noqa: N801 - used like a function
+    """Push a level for a block (and count it in ``_core._vmap_open``, the hot path's test)."""
+
+    __slots__ = ("level", "token")
+
+    def __init__(self, level: Level, stack: tuple[Level, ...] | None = None) -> None:
+        self.level = level
+
+    def __enter__(self) -> tuple[Level, ...]:
+        st = (*STACK.get(), self.level)
+        self.token = STACK.set(st)
+        with _lock:
+            _core._vmap_open += 1
+        return st
+
+    def __exit__(self, *exc: object) -> None:
+        STACK.reset(self.token)
+        with _lock:
+            _core._vmap_open -= 1
+
+
+class use_stack:  # noqa: N801 - used like a function
+    """Run a block under another level stack (a backward pass under the levels opened since its vjp)."""
+
+    __slots__ = ("stack", "token")
+
+    def __init__(self, stack: tuple[Level, ...]) -> None:
+        self.stack = stack
+
+    def __enter__(self) -> None:
+        self.token = STACK.set(self.stack)
+        with _lock:
+            _core._vmap_open += 1
+
+    def __exit__(self, *exc: object) -> None:
+        STACK.reset(self.token)
+        with _lock:
+            _core._vmap_open -= 1
+
+
+def _concrete(what: str) -> XpgradTypeError:
+    return XpgradTypeError(
+        f"{what}: this value is batched by vmap (it stands for one example of a batch, and differs "
+        "from example to example), so it has no single Python value; keep the computation in "
+        "array functions (xg.where instead of if), or pass the value with in_axes=None"
+    )
+
+
+class Batched(Tensor):
+    """One example of a batch inside :func:`xpgrad.vmap` (see the module docstring).
+
+    Its ``shape`` is the example's; ``data`` and conversions to Python values raise,
+    since a batched value has no single backend array or number.
+    """
+
+    __slots__ = ("_inner", "_levels")
+
+    _inner: Tensor
+    _levels: tuple[Level, ...]
+
+    def __init__(self, data: Any, requires_grad: bool = False) -> None:
+        msg = "Batched: created only by xpgrad.vmap"
+        raise XpgradTypeError(msg)
+
+    # ------------------------------------------------------------------ what it is
+    @property  # type: ignore[override]
+    def data(self) -> Any:  # noqa: D102
+        raise _concrete(".data")
+
+    @property
+    def dtype(self) -> Any:
+        return self._inner.dtype
+
+    @property
+    def device(self) -> Any:
+        return self._inner.device
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self._inner.shape[len(self._levels):]
+
+    @property
+    def ndim(self) -> int:
+        return self._inner.ndim - len(self._levels)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._inner._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        raise _unsupported("requires_grad")
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        raise _unsupported("requires_grad_")
+
+    def register_hook(self, hook: Any) -> Any:
+        raise _unsupported("register_hook")
+
+    def retain_grad(self) -> None:
+        raise _unsupported("retain_grad")
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._inner._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._inner._node is None
+
+    def detach(self) -> Tensor:
+        return _mk(self._inner.detach(), self._levels)
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """As many backward passes as examples: the leaves outside the vmap get their sum."""
+        st = _check_levels(self, "backward")
+        phys = materialize(self._inner, len(self._levels), st)
+        if gradient is not None:
+            gradient = to_phys(gradient, st, "backward")
+        elif self.size != 1:
+            msg = (
+                f"backward: the output has shape {self.shape}; backward without gradient= works only "
+                "for one-element outputs, so pass gradient= (the upstream gradient) explicitly"
+            )
+            raise XpgradValueError(msg)
+        else:
+            from ..ops.creation import ones_like
+
+            gradient = ones_like(phys)
+        phys.backward(gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------------ no single value
+    def item(self) -> Any:
+        raise _concrete("item")
+
+    def tolist(self) -> Any:
+        raise _concrete("tolist")
+
+    def numpy(self) -> Any:
+        raise _concrete("numpy")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        raise _concrete("__array__")
+
+    def __bool__(self) -> bool:
+        raise _concrete("bool")
+
+    def __int__(self) -> int:
+        raise _concrete("int")
+
+    def __float__(self) -> float:
+        raise _concrete("float")
+
+    def __complex__(self) -> complex:
+        raise _concrete("complex")
+
+    def __index__(self) -> int:
+        raise _concrete("__index__")
+
+    def __dlpack__(self, *args: Any, **kw: Any) -> Any:
+        raise _concrete("__dlpack__")
+
+    def __copy__(self) -> Tensor:
+        raise _unsupported("copy")
+
+    def __deepcopy__(self, memo: dict[Any, Any]) -> Tensor:
+        raise _unsupported("deepcopy")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise _unsupported("pickle")
+
+    def __len__(self) -> int:
+        s = self.shape
+        if not s:
+            msg = "len: a 0-D tensor has no length"
+            raise XpgradTypeError(msg)
+        return int(s[0])  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Batched(shape={self.shape}, dtype={self.dtype}, batch={tuple(lv.size for lv in self._levels)})"
+
+    # ------------------------------------------------------------------ indexing and in place
+    def __getitem__(self, key: Any) -> Tensor:
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._inplace("setitem", value, key)
+
+    def _inplace(self, name: str, other: Any, key: Any = None) -> Tensor:
+        """An in-place update of one example: computed out of place, then written over the
+        physical value (so views of it see the write, and the tape records it)."""
+        st = _check_levels(self, name)
+        k = len(self._levels)
+        if name == "setitem":
+            new = setitem(self, other, key)
+        else:
+            new = apply(PRIMITIVES[name], (self, other), _core._NOKW)
+        from .._dtypes import kind
+
+        if name != "setitem" and kind(new.dtype) != kind(self.dtype) and not (
+                kind(self.dtype) == "complex floating" and kind(new.dtype) == "real floating"):
+            msg = (
+                f"{name}: the result has dtype {new.dtype}, which cannot be cast to {self.dtype} in place "
+                "(an in-place update keeps the tensor's kind of dtype)"
+            )
+            raise XpgradTypeError(msg)
+        phys = lift(new, st)
+        if isinstance(new, Batched) and len(new._levels) > k:
+            raise _batches_self(name, k)
+        own = self._inner.shape[:k]
+        got = phys.shape[:len(st)]
+        if any(o == 1 and g != 1 for o, g in zip(own, got)):
+            raise _batches_self(name, k)
+        if len(st) > k:  # (new is not batched along the inner levels: drop their size-1 axes)
+            phys = apply(PRIMITIVES["reshape"], (phys,), {"shape": tuple(phys.shape[:k]) + tuple(phys.shape[len(st):])})
+        if tuple(phys.shape) != tuple(self._inner.shape):
+            phys = apply(PRIMITIVES["broadcast_to"], (phys,), {"shape": tuple(self._inner.shape)})
+        self._inner._inplace("setitem", phys, (Ellipsis,))
+        return self
+
+
+def _batches_self(name: str, k: int) -> XpgradValueError:
+    return XpgradValueError(
+        f"{name}: an in-place update of a value that does not vary along a vmap level, by one that "
+        "does, would make the updated value batched; vmap cannot do that in place: write it out of "
+        "place (x = x + y), or give x in_axes along that level"
+    )
+
+
+def _unsupported(what: str) -> XpgradTypeError:
+    return XpgradTypeError(
+        f"{what}: not supported on a value batched by vmap; do it outside the vmapped function, "
+        "or use xg.grad/xg.vjp inside it"
+    )
+
+
+def _mk(inner: Tensor, levels: tuple[Level, ...]) -> Batched:
+    b = _new(Batched)
+    b._inner = inner
+    b._levels = levels
+    b._node = None
+    b._oidx = 0
+    b._requires_grad = inner._requires_grad
+    b.grad = None
+    b._version = inner._version
+    b._hooks = None
+    b._fw = None
+    return b
+
+
+_new = object.__new__
+
+
+def _check_levels(b: Batched, func: str) -> tuple[Level, ...]:
+    """The current stack, checking that ``b``'s levels are a prefix of it (no leaked value)."""
+    st = STACK.get()
+    lv = b._levels
+    if len(lv) > len(st) or any(a is not s for a, s in zip(lv, st)):
+        msg = (
+            f"{func}: a value batched by a vmap was used outside that vmap (it leaked: stored in a "
+            "global or a closure, or returned through a side channel); return it from the vmapped "
+            "function instead"
+        )
+        raise XpgradValueError(msg)
+    return st
+
+
+def _reshape(t: Any, shape: tuple[int, ...]) -> Any:
+    return apply(PRIMITIVES["reshape"], (t,), {"shape": shape})
+
+
+def lift(x: Any, st: tuple[Level, ...]) -> Any:
+    """The physical value of ``x`` with ``len(st)`` batch axes (size 1 where it does not vary).
+
+    A plain array or Tensor gets size-1 axes for every level; a Batched one for the
+    levels inside its own. Python scalars pass through.
+    """
+    K = len(st)
+    if isinstance(x, Batched):
+        k = len(x._levels)
+        inner = x._inner
+        if k == K:
+            return inner
+        s = tuple(inner.shape)
+        return _reshape(inner, s[:k] + (1,) * (K - k) + s[k:])
+    if isinstance(x, Tensor) or hasattr(x, "shape"):
+        return _reshape(x, (1,) * K + tuple(x.shape))
+    return x
+
+
+def materialize(t: Any, k: int, st: tuple[Level, ...]) -> Any:
+    """Physical ``t`` (with ``k`` batch axes) broadcast to the full size of every level of ``st``."""
+    K = len(st)
+    s = tuple(t.shape)
+    if k < K:
+        t = _reshape(t, s[:k] + (1,) * (K - k) + s[k:])
+        s = tuple(t.shape)
+    full = tuple(lv.size for lv in st) + s[K:]
+    if s != full:
+        t = apply(PRIMITIVES["broadcast_to"], (t,), {"shape": full})
+    return t
+
+
+def to_phys(x: Any, st: tuple[Level, ...], func: str) -> Tensor:
+    """``x`` (Batched, Tensor, array or Python scalar) as a physical Tensor with every level of
+    ``st`` at full size: one copy per example (broadcast, not copied)."""
+    if isinstance(x, Batched):
+        _check_levels(x, func)
+        return materialize(x._inner, len(x._levels), st)  # type: ignore[no-any-return]
+    if not isinstance(x, Tensor):
+        if not hasattr(x, "shape"):
+            from ..ops.creation import asarray
+
+            x = asarray(x)
+        else:
+            x = _wrap(x)
+    return materialize(x, 0, st)  # type: ignore[no-any-return]
+
+
+def from_phys(t: Any, st: tuple[Level, ...]) -> Any:
+    """The Batched value whose physical value is ``t`` (a Tensor or backend array)."""
+    if not st:
+        return t
+    if not isinstance(t, Tensor):
+        t = _wrap(t)
+    return _mk(t, st)
+
+
+def _gather_args(prim: Primitive, args: Sequence[Any]) -> tuple[list[Any], list[bool], tuple[Level, ...]]:
+    st = STACK.get()
+    K = 0
+    for a in args:
+        if isinstance(a, Batched):
+            _check_levels(a, prim.name)
+            K = max(K, len(a._levels))
+    st = st[:K]
+    xs: list[Any] = []
+    bs: list[bool] = []
+    for a in args:
+        if isinstance(a, Batched):
+            xs.append(lift(a, st))
+            bs.append(True)
+        else:
+            xs.append(a)
+            bs.append(False)
+    return xs, bs, st
+
+
+def vmap_apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
+    """Apply ``prim`` to arguments of which at least one is Batched: through its batching rule."""
+    xs, bs, st = _gather_args(prim, args)
+    rule = RULES.get(prim.name)
+    if rule is None:
+        why = UNBATCHABLE.get(prim.name)
+        if why is not None:
+            msg = f"{prim.name}: cannot be used on a value batched by vmap: {why}"
+            raise XpgradValueError(msg)
+        msg = f"{prim.name}: has no batching rule, so it cannot be used inside vmap on a batched value"
+        raise XpgradTypeError(msg)
+    out = rule(prim, xs, bs, kw, len(st))
+    if prim.multi:
+        return tuple(_mk(o if isinstance(o, Tensor) else _wrap(o), st) for o in out)
+    return _mk(out if isinstance(out, Tensor) else _wrap(out), st)
+
+
+def has_batched(args: Any) -> bool:
+    return any(isinstance(a, Batched) for a in args)
+
+
+_core._bind_batched(Batched, vmap_apply)
+
+
+# ---------------------------------------------------------------------- axes
+def shift_axis(func: str, axis: int, ndim: int, K: int) -> int:
+    """Logical ``axis`` of an ``ndim``-dimensional example as a physical axis (after ``K`` batch axes)."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        msg = f"{func}: axis must be an int, got {axis!r}"
+        raise XpgradTypeError(msg)
+    if not -ndim <= axis < ndim:
+        msg = f"{func}: axis {axis} is out of bounds for an array of dimension {ndim}"
+        raise XpgradIndexError(msg)
+    return axis % ndim + K
+
+
+def shift_axes(func: str, axis: Any, ndim: int, K: int) -> Any:
+    """``shift_axis`` for None (every logical axis), an int or a tuple of ints."""
+    if axis is None:
+        return tuple(range(K, K + ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(shift_axis(func, a, ndim, K) for a in axis)
+    return shift_axis(func, axis, ndim, K)
+
+
+# ---------------------------------------------------------------------- getitem / setitem
+# (filled by xpgrad._vmap_rules.indexing: the key may hold batched index arrays)
+def getitem(x: Any, key: Any) -> Tensor:
+    from .._vmap_rules.indexing import batched_getitem
+
+    return batched_getitem(x, key)  # type: ignore[no-any-return]
+
+
+def setitem(x: Any, value: Any, key: Any) -> Tensor:
+    from .._vmap_rules.indexing import batched_setitem
+
+    return batched_setitem(x, value, key)  # type: ignore[no-any-return]

@@ -73,6 +73,7 @@ from . import special
 from . import fft
 from . import viz
 from ._io import load, save
+from ._vmap import vmap
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis
 

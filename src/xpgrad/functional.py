@@ -24,7 +24,9 @@ from typing import Any
 
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd import _cut
+from .autograd._batched import STACK, Batched, from_phys, to_phys, use_stack
 from .autograd._core import FWD_LEVELS, apply, forward_level, primitive
+from .autograd._core import PRIMITIVES as PRIMITIVES_
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED
 from .autograd._tensor import Tensor, _wrap
@@ -82,7 +84,21 @@ def _as_tensor(x: Any) -> Any:
 
 
 def _diff_input(x: Any, func: str, argnum: int) -> Tensor:
-    """A Tensor that requires grad, standing for argument ``x`` of the transform."""
+    """A Tensor that requires grad, standing for argument ``x`` of the transform.
+
+    Inside vmap it is Batched, with one copy of ``x`` per example (see
+    :mod:`xpgrad.autograd._batched`): each example's output then depends on its own copy
+    only, so the physical backward pass gives each example its own gradient.
+    """
+    st = STACK.get()
+    if st:
+        if not (isinstance(x, Tensor) or _is_array(x) or isinstance(x, _SCALARS)):
+            _diff_leaf(x, func, argnum)  # raises
+        return from_phys(_diff_leaf(to_phys(x, st, func), func, argnum), st)  # type: ignore[no-any-return]
+    return _diff_leaf(x, func, argnum)
+
+
+def _diff_leaf(x: Any, func: str, argnum: int) -> Tensor:
     if isinstance(x, Tensor):
         if x.requires_grad and GRAD_ENABLED.get():
             return apply(_identity, (x,), {})  # stays connected to the outer graph (and its tangents)
@@ -118,11 +134,20 @@ def _record_backward(depth: int) -> bool:
 
 
 def _like(orig: Any, g: Tensor, depth: int) -> Any:
-    return g if isinstance(orig, Tensor) or depth > 0 else g.data
+    return g if isinstance(orig, Tensor) or depth > 0 or isinstance(g, Batched) else g.data
 
 
 def _unwrap(x: Any) -> Any:
-    return x.data if isinstance(x, Tensor) else x
+    return x.data if isinstance(x, Tensor) and not isinstance(x, Batched) else x
+
+
+def _raw_dtype(t: Tensor) -> Any:
+    return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
+
+
+def _phys(t: Any) -> Any:
+    """The physical Tensor of a leaf made by :func:`_diff_input` (itself outside vmap)."""
+    return t._inner if isinstance(t, Batched) else t
 
 
 def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
@@ -135,7 +160,7 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
     else:
         msg = f"{func}: the function must return a scalar array, got {type(out).__name__}"
         raise XpgradTypeError(msg)
-    shape = tuple(t.data.shape)
+    shape = tuple(t.shape)
     if len(shape) != 0 and not all(s == 1 for s in shape):
         msg = (
             f"{func}: the function must return a scalar (0-d or one-element) array, got shape "
@@ -144,8 +169,8 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
         raise XpgradValueError(msg)
     from ._dtypes import dtype_name, is_float
 
-    if not is_float(t.data.dtype):
-        msg = f"{func}: the function returned dtype {dtype_name(t.data.dtype)}, which is not differentiable"
+    if not is_float(_raw_dtype(t)):
+        msg = f"{func}: the function returned dtype {dtype_name(_raw_dtype(t))}, which is not differentiable"
         raise XpgradTypeError(msg)
     return t
 
@@ -200,7 +225,8 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         depth = _DEPTH.get()
         # unwrap results only at top level: inside an outer transform a result may
         # depend on the outer variables (through a closure) and must stay on the tape
-        raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in _leaves(args))
+        st = STACK.get()
+        raw_in = depth == 0 and not st and not any(isinstance(a, Tensor) for a in _leaves(args))
         wrapped = list(args)
         diff_leaves: list[list[Tensor]] = []
         for n in idx:
@@ -228,21 +254,25 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         flat = [t for leaves in diff_leaves for t in leaves]
         _check_holomorphic(value, flat, holomorphic, name, func)
         create_graph = _record_backward(depth)
-        if value.requires_grad:
-            seed = _seed(value, None, name)
-            res = _engine_call([value], [seed], create_graph, create_graph, flat, name)
+        vphys = to_phys(value, st, name) if st else value
+        flat_phys = [_phys(t) for t in flat]
+        if vphys.requires_grad:
+            seed = _seed(vphys, None, name) if not st else _ones(vphys)
+            res = _engine_call([vphys], [seed], create_graph, create_graph, flat_phys, name)
         else:
             res = [None] * len(flat)
         if window.cuts:  # a gradient that is None (structurally zero): was the graph cut?
             _cut.check_reverse(name, func, window.cuts, flat, res, functools.partial(_arg_label, idx, diff_leaves))
         grads = []
-        for t, g in zip(flat, res):
+        for t, g in zip(flat_phys, res):
             if g is None:
                 from ._dispatch import backend_namespace
 
                 xp = backend_namespace(t.data)
                 g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
             g = g if isinstance(g, Tensor) else _wrap(g)
+            if st:
+                g = from_phys(g, st)
             if holomorphic:  # the gradient of Re f is conj(f'(z)) (PyTorch's convention)
                 from .ops.elementwise import conj
 
@@ -278,14 +308,14 @@ def _check_holomorphic(value: Tensor, flat: list[Tensor], holomorphic: bool, nam
     """A complex output needs holomorphic=True, and holomorphic=True needs complex inputs (as JAX)."""
     from .ops._common import is_complex
 
-    if not holomorphic and is_complex(value.data):
+    if not holomorphic and is_complex(value):
         msg = (
             f"{name}: {func} returned a complex output ({value.dtype}); {name} differentiates a real "
             "scalar: take xg.real(...) or xg.abs(...) of it, or pass holomorphic=True for the complex "
             "derivative f'(z)"
         )
         raise XpgradTypeError(msg)
-    if holomorphic and not all(is_complex(t.data) for t in flat):
+    if holomorphic and not all(is_complex(t) for t in flat):
         bad = next(t for t in flat if not is_complex(t.data))
         msg = f"{name}: holomorphic=True needs complex inputs, got {bad.dtype}"
         raise XpgradTypeError(msg)
@@ -388,7 +418,16 @@ def _ns(x: Any) -> Any:
     return _bxp(x)
 
 
+def _ones(t: Tensor) -> Any:
+    """Ones like physical Tensor ``t`` (the seed of a batch of scalar outputs)."""
+    return _bxp(t.data).ones_like(t.data)
+
+
 def _zeros_for(x: Any, as_tensor: bool) -> Any:
+    if isinstance(x, Batched):
+        from .ops.creation import zeros_like
+
+        return zeros_like(x)
     data = x.data if isinstance(x, Tensor) else x
     z = _bxp(data).zeros_like(data)
     return _wrap(z) if as_tensor else z
@@ -445,7 +484,8 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     """:func:`vjp`, with ``func`` (the transform the user called) in error messages."""
     fname = getattr(f, "__name__", "f")
     depth = _DEPTH.get()
-    raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in _leaves(primals))
+    st_rec = STACK.get()  # the vmap levels open at the forward pass: its physical values have their axes
+    raw_in = depth == 0 and not st_rec and not any(isinstance(a, Tensor) for a in _leaves(primals))
     wrapped = [_tree_map(functools.partial(_diff_input, func=func, argnum=k), p) for k, p in enumerate(primals)]
     flat = _leaves(wrapped)
     token = _DEPTH.set(depth + 1)
@@ -461,26 +501,47 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
         out, aux = _split_aux(out, func, f)
     cuts = window.cuts
     outs = [_output_tensor(o, func, fname, cuts) for o in _leaves(out)]
+    if st_rec:
+        outs = [to_phys(o, st_rec, func) for o in outs]
+    flat_phys = [_phys(t) for t in flat]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
         cts = _leaves(_tree_map2(lambda o, c: c, out, cotangents, func, "the cotangents and the outputs"))
+        st = STACK.get()
+        if st[:len(st_rec)] != st_rec or any(a is not b for a, b in zip(st, st_rec)):
+            msg = (
+                f"{func}: the vjp function was called outside the vmap its forward pass ran in; call it "
+                "inside that vmap (or return the cotangents from it)"
+            )
+            raise XpgradValueError(msg)
+        extra = st[len(st_rec):]  # vmap levels opened since the forward pass: a batch of cotangents
         live, seeds = [], []
         tensor_ct = False
         for o, c in zip(outs, cts):
             if isinstance(c, Tensor):
                 tensor_ct = True
-            seed = _seed(o, c, func)  # checks shape, dtype and device
+            if st:
+                seed = _batched_seed(c, o, st, extra, func)
+            else:
+                seed = _seed(o, c, func)  # checks shape, dtype and device
             if o.requires_grad:
                 live.append(o)
                 seeds.append(seed)
         create_graph = _record_backward(max(depth, _DEPTH.get(), int(tensor_ct)))
         res: list[Any] = [None] * len(flat)
-        if live:
-            res = _engine_call(live, seeds, True, create_graph, flat, func)
+        if live and extra:
+            # the rules run on batched cotangents (Tensors): the tape's values are unbatched for them
+            with use_stack(extra):
+                res = _engine_call(live, seeds, True, True, flat_phys, func, record=create_graph)
+            res = [None if g is None else _from_extra(g, st, len(st_rec)) for g in res]
+        elif live:
+            res = _engine_call(live, seeds, True, create_graph, flat_phys, func)
+            if st:
+                res = [None if g is None else from_phys(g, st) for g in res]
         if cuts:  # a cotangent that is None (structurally zero): was the graph cut?
             per = [_leaves(w) for w in wrapped]
             _cut.check_reverse(func, fname, cuts, flat, res, functools.partial(_arg_label, list(range(len(per))), per))
-        as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0
+        as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0 or bool(st)
         grads = [_zeros_for(t, as_tensor) if g is None else _as(g, as_tensor) for t, g in zip(flat, res)]
         return tuple(_unflatten(primals, grads)[k] for k in range(len(primals)))
 
@@ -488,6 +549,51 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     if has_aux:
         return out_ret, vjp_fn, (_tree_map(_unwrap, aux) if raw_in else aux)
     return out_ret, vjp_fn
+
+
+def _batched_seed(c: Any, o: Tensor, st: tuple[Any, ...], extra: tuple[Any, ...], func: str) -> Any:
+    """Cotangent ``c`` of physical output ``o`` under the vmap levels ``st``: with every level at
+    full size, and the levels opened since the forward pass (``extra``) as a Batched value of
+    them alone (its example: the output's physical shape)."""
+    if not isinstance(c, Tensor) and not hasattr(c, "shape"):
+        msg = f"{func}: a cotangent must be an array like its output, got {type(c).__name__}"
+        raise XpgradTypeError(msg)
+    logical = tuple(c.shape)
+    want = tuple(o.shape)[len(st) - len(extra):]
+    if logical != want:
+        msg = f"{func}: gradient has shape {logical}, but the output has shape {want}"
+        raise XpgradValueError(msg)
+    p = to_phys(c, st, func)
+    if p.dtype != o.dtype:
+        from .ops.data_type import astype
+
+        p = astype(p, o.dtype)
+    if not extra:
+        return p
+    K, e = len(st), len(extra)
+    r = K - e
+    # (st_rec axes, extra axes, example) -> (extra axes, st_rec axes, example)
+    perm = tuple(range(r, K)) + tuple(range(r)) + tuple(range(K, p.ndim))
+    if r:
+        p = apply(PRIMITIVES_["permute_dims"], (p,), {"axes": perm})
+    return from_phys(p, extra)
+
+
+def _from_extra(g: Any, st: tuple[Any, ...], r: int) -> Any:
+    """A gradient computed under the extra levels only (Batched of them, example = the physical
+    value under the forward's ``r`` levels) as a Batched value of every level ``st``."""
+    if not isinstance(g, Batched):  # (did not vary along the extra levels)
+        g = g if isinstance(g, Tensor) else _wrap(g)
+        s = tuple(g.shape)
+        e = len(st) - r
+        g = apply(PRIMITIVES_["reshape"], (g,), {"shape": s[:r] + (1,) * e + s[r:]})
+        return from_phys(g, st)
+    p = g._inner
+    e = len(g._levels)
+    if r:
+        perm = tuple(range(e, e + r)) + tuple(range(e)) + tuple(range(e + r, p.ndim))
+        p = apply(PRIMITIVES_["permute_dims"], (p,), {"axes": perm})
+    return from_phys(p, st)
 
 
 def _as(g: Any, as_tensor: bool) -> Any:
@@ -551,7 +657,7 @@ def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         raise XpgradValueError(msg)
     depth = _DEPTH.get()
     leaves = _leaves(list(primals)) + _leaves(list(tangents))
-    raw_in = depth == 0 and not any(isinstance(a, Tensor) for a in leaves)
+    raw_in = depth == 0 and not STACK.get() and not any(isinstance(a, Tensor) for a in leaves)
     with forward_level() as level:
         wrapped = [
             _tree_map2(functools.partial(_dual, level=level, func=func, k=k), p, t, func, f"primal {k} and its tangent")
@@ -581,6 +687,8 @@ def _check_tangents(out: Any, level: int, func: str, fname: str, cuts: list[Any]
     for k, o in enumerate(_leaves(out)):
         if isinstance(o, _SCALARS):
             _cut.number_output(func, fname, o, cuts)  # raises: a Python number carries no tangent
+        if isinstance(o, Batched):
+            o = o._inner
         if cuts and not (isinstance(o, Tensor) and o._fw and level in o._fw):
             _cut.check_forward(func, fname, cuts, level, f"output {k}")
 
@@ -590,7 +698,25 @@ class _Pair(tuple):  # type: ignore[type-arg]
 
 
 def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
-    """The Tensor standing for primal ``x`` with tangent ``v`` at ``level``."""
+    """The Tensor standing for primal ``x`` with tangent ``v`` at ``level``.
+
+    Inside vmap: Batched, with the primal and the tangent both at full size along every
+    level (a tangent lives on the physical value, so they must have one shape)."""
+    st = STACK.get()
+    if st and (isinstance(x, Tensor) or _is_array(x) or isinstance(x, _SCALARS)) and (
+            isinstance(v, Tensor) or _is_array(v) or isinstance(v, _SCALARS)):
+        xs = tuple(x.shape) if hasattr(x, "shape") else ()
+        vs = tuple(v.shape) if hasattr(v, "shape") else xs
+        if vs != xs:
+            msg = f"{func}: tangent {k} has shape {vs}, but its primal has shape {xs}"
+            raise XpgradValueError(msg)
+        px = to_phys(x, st, func)
+        pv = to_phys(v, st, func) if (isinstance(v, Tensor) or _is_array(v)) else v
+        return from_phys(_dual_leaf(px, pv, level, func, k), st)  # type: ignore[no-any-return]
+    return _dual_leaf(x, v, level, func, k)
+
+
+def _dual_leaf(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
     if isinstance(x, Tensor):
         if x.requires_grad and GRAD_ENABLED.get():
             t = apply(_identity, (x,), {})  # stays on the tape (grad of jvp)
@@ -645,6 +771,10 @@ def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
 
 def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> _Pair:
     """An output leaf's (primal without the level's tangent, tangent at the level)."""
+    if isinstance(o, Batched):
+        st = o._levels
+        p, tan = _split_tangent(o._inner, level, func, False)
+        return _Pair((from_phys(p, st), from_phys(tan, st)))
     if isinstance(o, Tensor):
         fw = o._fw
         tan = fw.get(level) if fw else None

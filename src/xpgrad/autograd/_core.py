@@ -388,6 +388,11 @@ Batched: Any = _NoBatched
 _vmap_apply: Any = None
 
 
+def raw_dtype(t: Any) -> Any:
+    """The backend dtype of Tensor ``t`` (of its physical value when Batched)."""
+    return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
+
+
 def _bind_batched(cls: type, vmap_apply: Any) -> None:
     global Batched, _vmap_apply
     Batched = cls
@@ -885,14 +890,14 @@ def fit_dtype(xp: Any, g: Any, dt: Any, tensors: bool) -> Any:
     """``g`` cast to the backend dtype ``dt``; a complex ``g`` for a real ``dt`` keeps its
     real part (a real input's gradient or tangent). ``tensors``: ``g`` is a Tensor and
     ``xp`` is xpgrad. Shared by the engine's gradients and forward mode's tangents."""
-    gdt = g.data.dtype if tensors else g.dtype
+    gdt = raw_dtype(g) if tensors else g.dtype
     if gdt == dt:
         return g
     from .._dtypes import dtype_name, kind
 
     if kind(gdt) == "complex floating" and kind(dt) != "complex floating":
         g = xp.real(g)
-        gdt = g.data.dtype if tensors else g.dtype
+        gdt = raw_dtype(g) if tensors else g.dtype
     if gdt != dt:
         g = xp.astype(g, dtype_name(dt) if tensors else dt)
     return g

@@ -172,11 +172,13 @@ def _run(
     targets: Sequence[Tensor] | None,
     func: str,
     accumulate: bool = False,
+    record: bool | None = None,
 ) -> list[Any] | None:
-    """The engine, in grad mode ``create_graph`` (recorded only for higher order).
+    """The engine, in grad mode ``create_graph`` (recorded only for higher order; ``record``
+    overrides it: a pass of Tensors that nothing differentiates, as vmap of a vjp).
     Accumulates into leaves (targets None), into the targets' ``.grad`` (``accumulate``),
     or returns target grads."""
-    token = GRAD_ENABLED.set(create_graph)
+    token = GRAD_ENABLED.set(create_graph if record is None else record)
     try:
         return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
                      func=func, accumulate=accumulate)
@@ -658,8 +660,11 @@ def backward(
 
 
 def _engine_call(tensors: list[Tensor], seeds: list[Any], retain_graph: bool, create_graph: bool,
-                 targets: list[Tensor] | None, func: str) -> Any:
-    return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=targets, func=func)
+                 targets: list[Tensor] | None, func: str, record: bool | None = None) -> Any:
+    """The engine for the function transforms. ``create_graph``: the rules run on Tensors with
+    the xpgrad namespace; ``record`` (default: ``create_graph``): they are recorded."""
+    return _run(tensors, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=targets, func=func,
+                record=record)
 
 
 def grad(

@@ -23,6 +23,7 @@ from .._dispatch import backend_namespace
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
 from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
+from ..autograd._batched import Batched, from_phys
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
 
@@ -450,6 +451,8 @@ def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
         >>> xg.zeros_like(xg.asarray([1, 2]))
         Tensor([0, 0], dtype=int64, device=cpu)
     """
+    if isinstance(x, Batched):  # (the same for every example: built from the physical value)
+        return from_phys(zeros_like(x._inner, dtype=dtype, device=device), x._levels)  # type: ignore[no-any-return]
     xp, data, dt, dev = _like("zeros_like", x, dtype, device)
     return _create("zeros_like", xp, dev, dt, xp.zeros_like, data)
 
@@ -462,6 +465,8 @@ def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
         >>> xg.ones_like(xg.asarray([1.0, 2.0]), dtype=xg.float32)
         Tensor([1., 1.], dtype=float32, device=cpu)
     """
+    if isinstance(x, Batched):  # (the same for every example: built from the physical value)
+        return from_phys(ones_like(x._inner, dtype=dtype, device=device), x._levels)  # type: ignore[no-any-return]
     xp, data, dt, dev = _like("ones_like", x, dtype, device)
     return _create("ones_like", xp, dev, dt, xp.ones_like, data)
 
@@ -474,6 +479,8 @@ def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
         >>> xg.empty_like(xg.asarray([[1.0, 2.0]])).shape
         (1, 2)
     """
+    if isinstance(x, Batched):  # (the same for every example: built from the physical value)
+        return from_phys(empty_like(x._inner, dtype=dtype, device=device), x._levels)  # type: ignore[no-any-return]
     xp, data, dt, dev = _like("empty_like", x, dtype, device)
     return _create("empty_like", xp, dev, dt, xp.empty_like, data)
 
@@ -487,6 +494,8 @@ def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: A
         >>> xg.full_like(xg.asarray([1.0, 2.0]), 3)
         Tensor([3., 3.], dtype=float64, device=cpu)
     """
+    if isinstance(x, Batched):  # (the same for every example: built from the physical value)
+        return from_phys(full_like(x._inner, fill_value, dtype=dtype, device=device), x._levels)  # type: ignore[no-any-return]
     xp, data, dt, dev = _like("full_like", x, dtype, device)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data

@@ -95,6 +95,13 @@ def _short(v: Any) -> str:
     return r if len(r) < 80 else r[:77] + "..."
 
 
+def _raw(t: Any) -> Any:
+    """A Tensor's backend array; a batched one's (inside vmap) physical array, which has its
+    library and device."""
+    inner = getattr(t, "_inner", None)
+    return t.data if inner is None else inner.data
+
+
 def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
     """The backend namespace of the arguments, Tensors unwrapped; cached by types.
 
@@ -108,7 +115,7 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
     arrays = []
     for x in xs:
         if isinstance(x, T):
-            arrays.append(x.data)
+            arrays.append(_raw(x))
         elif not isinstance(x, _SCALARS):
             if isinstance(x, (list, tuple, dict, str, bytes, set)):
                 msg = (
@@ -148,7 +155,7 @@ def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
     first_dev = None
     for x in xs:
         if isinstance(x, T):
-            x = x.data
+            x = _raw(x)
         if isinstance(x, _SCALARS):
             continue
         dev = array_api_compat.device(x)

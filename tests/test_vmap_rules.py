@@ -1,0 +1,178 @@
+"""Every batching rule, on every backend, against a Python loop of the unbatched function.
+
+The cases are the rule tests' OpCases (tests/cases/): for each, hypothesis draws one
+set of shapes and parameters, a batch of inputs, which arguments are mapped and along
+which axis (None and negative axes included), and whether to nest two vmaps. The
+vmapped function must equal the loop; so must ``vmap`` of ``grad`` (per-example
+gradients) and ``grad`` of ``vmap`` (the gradient of the batch's sum).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import xpgrad as xg
+
+from ._cases import OpCase
+from .conftest import examples_for
+from .test_rules import ALL_CASES, _params, _xfail
+
+#: cases whose function cannot be batched (data-dependent output shapes): tested for the error
+UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values", "getitem_bool",
+               "bool_mask_getitem"}
+
+
+def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
+                 complex_: bool) -> list[np.ndarray]:
+    arrays = []
+    for i, (kind, shape) in enumerate(zip(case.kinds(), shapes)):
+        if kind == "float":
+            lo, hi = case.domain_of(i)
+            elems = st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+            a = data.draw(hnp.arrays(np.float64, shape, elements=elems))
+            if complex_:
+                a = a + 1j * data.draw(hnp.arrays(np.float64, shape, elements=elems))
+        elif kind == "int":
+            ir = case.int_range(shapes, params) if callable(case.int_range) else case.int_range
+            a = data.draw(hnp.arrays(np.int64, shape, elements=st.integers(*ir)))
+        else:
+            a = data.draw(hnp.arrays(np.bool_, shape))
+        arrays.append(a)
+    if case.prepare is not None:
+        arrays = case.prepare(arrays, params)
+    return arrays
+
+
+def _leaves(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        return [y for o in out for y in _leaves(o)]
+    return [out]
+
+
+def _np(backend: Any, out: Any) -> list[np.ndarray]:
+    return [np.asarray(backend.to_numpy(o)) for o in _leaves(out)]
+
+
+def _scalar_loss(out: Any) -> Any:
+    """The real sum of the floating outputs (None when there is none)."""
+    total = None
+    for o in _leaves(out):
+        if not xg.isdtype(o.dtype, ("real floating", "complex floating")):
+            continue
+        s = xg.sum(xg.real(o) if xg.isdtype(o.dtype, "complex floating") else o)
+        total = s if total is None else total + s
+    return total
+
+
+def _allclose(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
+        np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, err_msg=what, equal_nan=True)
+
+
+def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
+    shapes = case.shapes(data.draw)
+    params = case.params(data.draw, shapes)
+    nested = data.draw(st.booleans(), label="nested")
+    sizes = (2, 3) if nested else (3,)
+    n_ex = int(np.prod(sizes))
+    examples = [_draw_arrays(case, data, shapes, params, complex_) for _ in range(n_ex)]
+    nargs = len(shapes)
+    # per level (outer first) and argument: the axis the batch goes in, or None
+    axes: list[list[Any]] = [[None] * nargs for _ in sizes]
+    for lvl in reversed(range(len(sizes))):  # (an outer level sees the inner levels' axes)
+        for i in range(nargs):
+            n = len(shapes[i]) + sum(axes[inner][i] is not None for inner in range(lvl + 1, len(sizes)))
+            axes[lvl][i] = data.draw(st.one_of(st.none(), st.integers(-(n + 1), n)), label=f"axis {i}")
+
+    # build per level: innermost stacks first
+    def build_arg(i: int, per_example: Any = None, total: bool = False) -> np.ndarray:
+        """Argument ``i`` as vmap takes it; or, from ``per_example[j]`` values of each example,
+        the gradient of the batch's sum with respect to it (``total``: summed along the
+        levels that do not map it)."""
+        def rec(lvl: int, idx: tuple[int, ...]) -> np.ndarray:
+            if lvl == len(sizes):
+                j = int(np.ravel_multi_index(idx, sizes))
+                return examples[j][i] if per_example is None else per_example[j]
+            ax = axes[lvl][i]
+            if ax is None:
+                if total:
+                    return sum(rec(lvl + 1, idx + (b,)) for b in range(sizes[lvl]))  # type: ignore[return-value]
+                return rec(lvl + 1, idx + (0,))
+            return np.stack([rec(lvl + 1, idx + (b,)) for b in range(sizes[lvl])], axis=ax)
+
+        return rec(0, ())
+
+    # examples not mapped along a level must be the same along it
+    for i in range(nargs):
+        for j in range(n_ex):
+            idx = list(np.unravel_index(j, sizes))
+            for lvl in range(len(sizes)):
+                if axes[lvl][i] is None:
+                    idx[lvl] = 0
+            examples[j][i] = examples[int(np.ravel_multi_index(tuple(idx), sizes))][i]
+    inputs = [backend.asarray(build_arg(i)) for i in range(nargs)]
+
+    def f(*a: Any) -> Any:
+        return case.fn(xg.array_namespace(*a), *a, **params)
+
+    mapped = f
+    for lvl in reversed(range(len(sizes))):
+        mapped = xg.vmap(mapped, in_axes=tuple(axes[lvl]), axis_size=sizes[lvl])
+
+    def loop(fn: Any) -> list[np.ndarray]:
+        outs = [_np(backend, fn(*[backend.asarray(a) for a in ex])) for ex in examples]
+        return [np.stack([o[k] for o in outs]).reshape(sizes + outs[0][k].shape) for k in range(len(outs[0]))]
+
+    want = loop(f)
+    got = _np(backend, mapped(*inputs))
+    _allclose(got, want, f"{case.name}: vmap (axes {axes})")
+
+    float_idx = tuple(i for i, k in enumerate(case.kinds()) if k == "float")
+    if not float_idx or _scalar_loss(f(*[xg.asarray(backend.asarray(a)) for a in examples[0]])) is None:
+        return
+
+    def loss(*a: Any) -> Any:
+        return _scalar_loss(f(*a))
+
+    # per-example gradients: vmap of grad
+    per = xg.grad(loss, argnums=float_idx)
+    mapped_g = per
+    for lvl in reversed(range(len(sizes))):
+        mapped_g = xg.vmap(mapped_g, in_axes=tuple(axes[lvl]), axis_size=sizes[lvl])
+    want_g = loop(per)
+    got_g = _np(backend, mapped_g(*inputs))
+    _allclose(got_g, want_g, f"{case.name}: vmap(grad) (axes {axes})")
+
+    # grad of vmap: the gradient of the sum over the batch
+    def total(*a: Any) -> Any:
+        return _scalar_loss(mapped(*a))
+
+    got_s = _np(backend, xg.grad(total, argnums=float_idx)(*inputs))
+    per_ex = [_np(backend, per(*[backend.asarray(a) for a in ex])) for ex in examples]
+    # an argument shared by the examples of a level (not mapped along it) gets their sum; a
+    # mapped one each example's gradient in its own slot
+    want_s = [build_arg(i, [pe[k] for pe in per_ex], total=True) for k, i in enumerate(float_idx)]
+    _allclose(got_s, want_s, f"{case.name}: grad(vmap) (axes {axes})")
+
+
+CASES = [c for c in ALL_CASES if c.name not in UNBATCHABLE]
+
+
+@pytest.mark.parametrize(("case", "complex_"), _params(CASES))
+def test_vmap_matches_loop(case: OpCase, complex_: bool, backend: Any) -> None:
+    _xfail(case, backend)
+
+    @settings(max_examples=max(3, examples_for(backend.name) // 3), deadline=None)
+    @given(data=st.data())
+    def run(data: Any) -> None:
+        _check(case, complex_, backend, data)
+
+    run()

@@ -64,9 +64,11 @@ def _standin(t: Tensor) -> Tensor:
     return s
 
 
-def _boundary(roots: list[Node], marker: int, ex_leaves: set[int], ex_nodes: set[int]) -> list[tuple[Node, int, Any]]:
+def _boundary(roots: list[Node], marker: int, ex_leaves: set[int], ex_nodes: set[int],
+              boxes: dict[int, list[int]] | None = None) -> list[tuple[Node, int, Any]]:
     """Every (node, argument, parent) where a node recorded after ``marker`` reads a Tensor
-    requiring grad that was not made after ``marker`` and is not an explicit stand-in."""
+    requiring grad that was not made after ``marker`` and is not an explicit stand-in.
+    ``boxes`` collects the version counters of what those nodes saved."""
     seen: set[int] = set()
     stack = list(roots)
     found: list[tuple[Node, int, Any]] = []
@@ -75,6 +77,10 @@ def _boundary(roots: list[Node], marker: int, ex_leaves: set[int], ex_nodes: set
         if id(n) in seen:
             continue
         seen.add(id(n))
+        if boxes is not None and n.checks:
+            ch = n.checks
+            for k in range(1, len(ch), 3):
+                boxes[id(ch[k])] = ch[k]
         for i, p in enumerate(n.parents):
             if p is None:
                 continue
@@ -107,6 +113,22 @@ class _Call:
     __slots__ = ("closed", "depth", "ex_pos", "f", "g", "keys", "leaves", "n_ex", "n_leaves", "name", "out_pos",
                  "policy", "result", "rng", "tree", "versions", "where")
 
+    closed: list[tuple[Any, int, Any]]  # per closed-over Tensor: (leaf or node, output index, shape/dtype)
+    depth: int  # functional._DEPTH at the forward
+    ex_pos: list[int]  # which argument leaves are the node's explicit inputs
+    f: Callable[..., Any]
+    keys: dict[tuple[int, int], int]  # closed-over Tensor's key -> its index in ``closed``
+    leaves: list[Any]  # the argument leaves; None where an explicit input goes
+    n_ex: int
+    n_leaves: int  # how many leaves f's output has
+    name: str
+    out_pos: list[int]  # which output leaves are the node's outputs
+    policy: Any  # the DevicePolicy of the forward
+    rng: Any  # (generator, its state before the forward), or None
+    tree: Any  # (args, kwargs) as called
+    versions: list[tuple[list[int], int]]  # version counters of what f read, and their values
+    where: tuple[Any, Any]  # the outputs' namespace and device
+
     def __init__(self) -> None:
         self.g: Any = None
         self.result: Any = None
@@ -134,11 +156,11 @@ class _Call:
 
         t = _tree()
         who = f"checkpoint({self.name})"
-        for ten, ver in self.versions:
-            if ten._version[0] != ver:
-                msg = (f"{who}: a Tensor that {self.name} reads (argument or closed-over value) was modified in "
-                       f"place after the forward (version {ten._version[0]}, expected {ver}); the recomputation "
-                       "in backward would see the new values")
+        for box, ver in self.versions:
+            if box[0] != ver:
+                msg = (f"{who}: a Tensor that {self.name} reads (an argument or a closed-over value) was modified "
+                       f"in place after the forward (version {box[0]}, expected {ver}); the recomputation in "
+                       "backward would see the new values: make a copy before modifying it")
                 raise InPlaceModificationError(msg)
         n_ex = self.n_ex
         with enable_grad():
@@ -184,13 +206,13 @@ class _Call:
         used = [False] * len(closed)
         edits: dict[int, tuple[Node, list[Any], list[int]]] = {}
         for n, i, p in found:
-            k = self.keys.get(_key(n, i, p))
-            if k is None:
+            kk = self.keys.get(_key(n, i, p))
+            if kk is None:
                 msg = (f"{who}: the recomputation in backward reads a Tensor requiring grad that the forward did "
                        f"not read; {self.name} must compute the same thing every time it is called")
                 raise XpgradRuntimeError(msg)
-            s = closed[k]
-            used[k] = True
+            s = closed[kk]
+            used[kk] = True
             e = edits.get(id(n))
             if e is None:
                 e = edits[id(n)] = (n, list(n.parents), list(n.pidx))
@@ -341,7 +363,8 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     if not out_pos:  # nothing f read requires grad: a constant result
         return out
     outs = [_core.apply(_identity, (out_leaves[k],), {}) for k in out_pos]
-    found = _boundary([o._node for o in outs], marker, {id(s) for s in stand}, set())
+    boxes: dict[int, list[int]] = {}
+    found = _boundary([o._node for o in outs], marker, {id(s) for s in stand}, set(), boxes)
     keys: dict[tuple[int, int], int] = {}
     closed: list[tuple[Any, int, Any]] = []
     bound: list[Tensor] = []
@@ -371,8 +394,12 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call.policy = policy
     call.rng = rng
     call.depth = t._DEPTH.get()
-    call.versions = [(a, a._version[0]) for a in leaves if isinstance(a, Tensor) and not a._requires_grad] + [
-        (b, b._version[0]) for b in bound if b._node is None]
+    for a in leaves:
+        if isinstance(a, Tensor):
+            boxes[id(a._version)] = a._version
+    # every version counter of what f's nodes saved (arguments, closed-over constants and
+    # parameters, intermediates), with its value now: backward checks them before recomputing
+    call.versions = [(b, b[0]) for b in boxes.values()]
     datas = [a.data for a in ins] + [b.data for b in bound]
     import array_api_compat
 

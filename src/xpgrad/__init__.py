@@ -53,6 +53,7 @@ from ._spec import API_VERSION as __array_api_version__
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd._anomaly import detect_anomaly
 from ._custom import custom_jvp, custom_vjp
+from ._checkpoint import checkpoint, remat
 from .functional import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .ops.creation import *  # noqa: F403
 from .ops.data_type import *  # noqa: F403

@@ -84,7 +84,7 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     sizes = (2, 3) if nested else (3,)
     n_ex = int(np.prod(sizes))
     examples = [_draw_arrays(case, data, shapes, params, complex_) for _ in range(n_ex)]
-    nargs = len(shapes)
+    nargs = len(case.kinds())
     # per level (outer first) and argument: the axis the batch goes in, or None
     axes: list[list[Any]] = [[None] * nargs for _ in sizes]
     for lvl in reversed(range(len(sizes))):  # (an outer level sees the inner levels' axes)

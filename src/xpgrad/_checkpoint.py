@@ -39,6 +39,7 @@ from typing import Any
 
 from ._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError
 from .autograd import _core
+from .autograd._batched import STACK
 from .autograd._core import FWD_LEVELS, GRAD_SLOT, Node, Primitive, _record
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor, _wrap
@@ -326,7 +327,8 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if not GRAD_ENABLED.get() or FWD_LEVELS.get():
+        if not GRAD_ENABLED.get() or FWD_LEVELS.get() or STACK.get():
+            # (forward mode needs no saved values; inside vmap f runs as is: no memory saving yet)
             return f(*args, **kwargs)
         return _forward(f, name, preserve_rng_state, args, kwargs)
 

@@ -418,7 +418,7 @@ class Tensor:
         from .._backends import resolve_device
         from .._dispatch import backend_namespace
 
-        dev = resolve_device(backend_namespace(self.data), device, func="to_device")
+        dev = resolve_device(backend_namespace(self), device, func="to_device")
         # the source device rides along in the kwargs: the VJP moves the gradient back there
         return _op("to_device", self, device=dev, stream=stream, source=self.device)
 

@@ -64,7 +64,7 @@ def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool 
         >>> x.grad
         Tensor([  1., 100.,  10.], dtype=float64, device=cpu)
     """
-    if not is_float((x.data if isinstance(x, Tensor) else x).dtype):
+    if not is_float(x.dtype):
         return apply(_sort_values, (x,), {"axis": axis, "descending": descending, "stable": True})
     return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
 

@@ -6,4 +6,4 @@ the keyword parameters and ``K``, and returns the physical output with ``K`` lea
 batch axes. Rules call primitives on physical values, so what they do is on the tape.
 """
 
-from . import elementwise, indexing, linalg, manipulation, nn, reductions  # noqa: F401 - they register rules
+from . import creation, elementwise, fft, indexing, linalg, manipulation, nn, reductions, searching, set_functions  # noqa: F401 - they register rules

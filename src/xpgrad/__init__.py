@@ -54,7 +54,7 @@ from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_en
 from .autograd._anomaly import detect_anomaly
 from ._custom import custom_jvp, custom_vjp
 from ._checkpoint import checkpoint, remat
-from .functional import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
+from .functional import grad, hvp, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .ops.creation import *  # noqa: F403
 from .ops.data_type import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
@@ -75,6 +75,7 @@ from . import fft
 from . import viz
 from ._io import load, save
 from ._vmap import vmap
+from ._jacobian import hessian, jacfwd, jacobian, jacrev
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis
 

@@ -37,7 +37,7 @@ from . import _core
 from ._core import PRIMITIVES, Primitive, apply
 from ._tensor import Tensor, _wrap
 
-__all__ = ["RULES", "STACK", "Batched", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
+__all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
 
 #: primitive name -> batching rule ``rule(prim, xs, bs, kw, K)``: ``xs`` the physical
 #: arguments (batched ones lifted to ``K`` batch axes, others as given), ``bs`` which
@@ -118,8 +118,12 @@ class use_stack:  # noqa: N801 - used like a function
             _core._vmap_open -= 1
 
 
+class ConcretizationError(XpgradTypeError):
+    """A batched value inside vmap was converted to a Python value (it has none)."""
+
+
 def _concrete(what: str) -> XpgradTypeError:
-    return XpgradTypeError(
+    return ConcretizationError(
         f"{what}: this value is batched by vmap (it stands for one example of a batch, and differs "
         "from example to example), so it has no single Python value; keep the computation in "
         "array functions (xg.where instead of if), or pass the value with in_axes=None"

@@ -1,0 +1,283 @@
+"""Jacobians and hessians in one batched pass: ``vmap`` of one VJP (``jacrev``) or one JVP
+(``jacfwd``) over the one-hot basis, as JAX and torch.func build them.
+
+``jacrev`` runs the forward pass once and pulls the whole basis of output
+cotangents back through one batched backward pass; ``jacfwd`` pushes the basis of
+input tangents forward in one batched forward pass; ``hessian`` is ``jacfwd`` of
+``jacrev``. ``chunk_size`` bounds how many basis vectors go through at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import array_api_compat
+
+from ._dispatch import _raw, backend_namespace
+from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
+from ._vmap import vmap
+from .autograd._batched import ConcretizationError
+from .autograd._tensor import Tensor, _wrap
+from .functional import _jvp, _leaves, _ns, _unflatten, _vjp, _zeros_like_any
+
+__all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
+
+
+def jacobian(
+    f: Callable[..., Any],
+    argnums: int | Sequence[int] = 0,
+    mode: str = "rev",
+    has_aux: bool = False,
+    holomorphic: bool = False,
+    *,
+    chunk_size: int | None = None,
+) -> Callable[..., Any]:
+    """Make a function returning the Jacobian of ``f`` with respect to ``args[argnums]``.
+
+    For an output of shape ``S`` and an argument of shape ``T`` the Jacobian has shape
+    ``S + T`` (as in JAX); for pytrees it is nested: output structure, then (a tuple
+    over ``argnums`` when a sequence, then) argument structure.
+
+    Args:
+        f: a function of arrays returning an array or a list/tuple/dict of arrays.
+        argnums: an int, or a sequence of ints.
+        mode: ``"rev"`` (one forward pass, then one batched backward pass over every
+            output element; best for few outputs) or ``"fwd"`` (one batched forward pass
+            over every input element; best for few inputs).
+        has_aux: ``f`` returns ``(out, aux)``; the result is ``(jacobian, aux)``.
+        holomorphic: ``f`` is complex-differentiable; allows complex inputs in
+            ``"fwd"`` mode and complex outputs in ``"rev"`` mode, and gives the plain
+            derivative ``df/dz`` in both (as in JAX).
+        chunk_size: push at most this many basis vectors through at once (less memory,
+            more passes), as ``torch.func.jacrev``'s ``chunk_size``.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> f = lambda x: x[:2] * x[1:]
+        >>> xg.jacobian(f)(np.array([1.0, 2.0, 3.0]))
+        array([[2., 1., 0.],
+               [0., 3., 2.]])
+        >>> xg.jacfwd(f)(np.array([1.0, 2.0, 3.0]))
+        array([[2., 1., 0.],
+               [0., 3., 2.]])
+    """
+    if mode not in ("rev", "fwd"):
+        msg = f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}"
+        raise XpgradValueError(msg)
+    return _jacobian(f, argnums, mode, has_aux, holomorphic, "jacrev" if mode == "rev" else "jacfwd", chunk_size)
+
+
+def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, has_aux: bool, holomorphic: bool,
+              name: str, chunk_size: int | None = None) -> Callable[..., Any]:
+    """:func:`jacobian`, with ``name`` (the transform the user called) in error messages."""
+    single = isinstance(argnums, int)
+    nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
+        msg = f"{name}: chunk_size must be a positive int, got {chunk_size!r}"
+        raise XpgradValueError(msg)
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for n in nums:
+            if not isinstance(n, int) or not -len(args) <= n < len(args):
+                msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments"
+                raise XpgradValueError(msg)
+        idx = [n % len(args) for n in nums]
+
+        def g(*diff: Any) -> Any:
+            full = list(args)
+            for i, d in zip(idx, diff):
+                full[i] = d
+            return f(*full, **kwargs)
+
+        fname = getattr(f, "__name__", "f")
+        g.__name__ = fname  # (messages name the user's function)
+        diff_args = [args[i] for i in idx]
+        try:
+            if mode == "rev":
+                blocks, out, aux = _jacrev(g, diff_args, has_aux, holomorphic, name, chunk_size)
+            else:
+                blocks, out, aux = _jacfwd(g, diff_args, has_aux, holomorphic, name, chunk_size)
+        except ConcretizationError as e:
+            msg = (
+                f"{name}: {fname} converted a value it differentiates to a Python value ({e}); {name} "
+                f"evaluates {fname} on the whole basis of directions at once (vmap), so that value has no "
+                "single Python value: keep the computation in array functions"
+            )
+            raise CutGraphError(msg) from e
+        rows = []
+        for oi in range(len(blocks)):
+            row = list(blocks[oi])
+            per_arg = []
+            for tree in diff_args:
+                n = len(_leaves(tree))
+                per_arg.append(_unflatten(tree, row[:n]))
+                row = row[n:]
+            rows.append(per_arg[0] if single else tuple(per_arg))
+        result = _unflatten(out, rows)
+        return (result, aux) if has_aux else result
+
+    return wrapper
+
+
+def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, *, chunk_size: int | None = None) -> Callable[..., Any]:
+    """``jacobian(f, argnums, mode="rev")``: one forward pass, one batched backward pass.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.jacrev(lambda x: xg.sin(x))(np.array([0.0, 0.0]))
+        array([[1., 0.],
+               [0., 1.]])
+    """
+    return jacobian(f, argnums, mode="rev", has_aux=has_aux, holomorphic=holomorphic, chunk_size=chunk_size)
+
+
+def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, *, chunk_size: int | None = None) -> Callable[..., Any]:
+    """``jacobian(f, argnums, mode="fwd")``: one batched forward pass over the input basis.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.jacfwd(lambda x: xg.sum(x * x))(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    return jacobian(f, argnums, mode="fwd", has_aux=has_aux, holomorphic=holomorphic, chunk_size=chunk_size)
+
+
+def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False, *, chunk_size: int | None = None) -> Callable[..., Any]:
+    """Make a function returning the Hessian of scalar-valued ``f``: forward over reverse,
+    ``jacfwd(jacrev(f))``, in one batched pass over the input basis.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> xg.hessian(lambda x: xg.sum(x ** 3))(np.array([1.0, 2.0]))
+        array([[ 6.,  0.],
+               [ 0., 12.]])
+    """
+    inner = _jacobian(f, argnums, "rev", has_aux, holomorphic, "hessian")
+    return _jacobian(inner, argnums, "fwd", has_aux, holomorphic, "hessian", chunk_size)
+
+
+def _size(x: Any) -> int:
+    n = 1
+    for s in x.shape:
+        n *= int(s)
+    return n
+
+
+def _basis(leaves: list[Any]) -> list[Any]:
+    """One batch of one-hot arrays per leaf: row ``k`` of the identity over all the leaves'
+    elements, cut and shaped like each leaf (the leaf's namespace, dtype and device)."""
+    total = sum(_size(x) for x in leaves)
+    out = []
+    off = 0
+    for x in leaves:
+        raw = _raw(x) if isinstance(x, Tensor) else x
+        xp = backend_namespace(raw)
+        n = _size(x)
+        eye = xp.eye(total, n, k=-off, dtype=raw.dtype, device=array_api_compat.device(raw))
+        out.append(xp.reshape(eye, (total, *tuple(x.shape))))
+        off += n
+    return out
+
+
+def _rows(g: Any, off: int, n: int, shape: tuple[int, ...]) -> Any:
+    """Rows ``off:off + n`` of a batched result ``g``, shaped ``shape``."""
+    ns = _ns(g)
+    return ns.reshape(g[off:off + n, ...], shape)
+
+
+def _empty_block(o: Any, x: Any) -> Any:
+    """A zero-size Jacobian block of shape ``o.shape + x.shape``."""
+    raw = _raw(x) if isinstance(x, Tensor) else x
+    xp = backend_namespace(raw)
+    z = xp.zeros((*tuple(o.shape), *tuple(x.shape)), dtype=raw.dtype, device=array_api_compat.device(raw))
+    return _wrap(z) if isinstance(o, Tensor) or isinstance(x, Tensor) else z
+
+
+def _check_complex(leaves: list[Any], holomorphic: bool, name: str, what: str) -> None:
+    from ._dtypes import kind
+
+    def cplx(a: Any) -> bool:
+        return hasattr(a, "dtype") and kind(a.dtype) == "complex floating"
+
+    if not holomorphic and any(cplx(a) for a in leaves):
+        msg = (
+            f"{name}: complex {what} need holomorphic=True (the Jacobian of a non-holomorphic function "
+            "is not a complex matrix); split real and imaginary parts otherwise"
+        )
+        raise XpgradTypeError(msg)
+
+
+def _conj(g: Any) -> Any:
+    return _ns(g).conj(g)
+
+
+def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool, name: str,
+            chunk_size: int | None) -> tuple[list[list[Any]], Any, Any]:
+    res = _vjp(g, diff_args, has_aux, name)
+    out, pull = res[0], res[1]
+    aux = res[2] if has_aux else None
+    out_leaves = _leaves(out)
+    _check_complex(out_leaves, holomorphic, name, "outputs")
+    in_leaves = _leaves(diff_args)
+    total = sum(_size(o) for o in out_leaves)
+    if total == 0:
+        return [[_empty_block(o, x) for x in in_leaves] for o in out_leaves], out, aux
+    if total == 1:  # one output element (a gradient): one plain backward pass
+        ones = [b[0] for b in _basis(out_leaves)]
+        gs = [_ns(x).reshape(gk, (1, *tuple(x.shape))) for gk, x in zip(_leaves(pull(_unflatten(out, ones))), in_leaves)]
+    else:
+        gs = _leaves(vmap(lambda *cts: pull(_unflatten(out, list(cts))), chunk_size=chunk_size)(*_basis(out_leaves)))
+    if holomorphic:
+        gs = [_conj(gk) for gk in gs]
+    blocks = []
+    off = 0
+    for o in out_leaves:
+        n = _size(o)
+        blocks.append([_rows(gk, off, n, (*tuple(o.shape), *tuple(x.shape))) if n else _empty_block(o, x)
+                       for gk, x in zip(gs, in_leaves)])
+        off += n
+    return blocks, out, aux
+
+
+def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool, name: str,
+            chunk_size: int | None) -> tuple[list[list[Any]], Any, Any]:
+    in_leaves = _leaves(diff_args)
+    _check_complex(in_leaves, holomorphic, name, "inputs")
+    total = sum(_size(x) for x in in_leaves)
+    if total == 0 or has_aux:  # the output's structure (and aux): one plain evaluation
+        zeros = [_zeros_like_any(x) for x in in_leaves]
+        res = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, zeros)), has_aux, name)
+        out, aux = res[0], (res[2] if has_aux else None)
+        if total == 0:
+            return [[_empty_block(o, x) for x in in_leaves] for o in _leaves(out)], out, aux
+    else:
+        out = aux = None
+
+    def push(*tans: Any) -> Any:
+        r = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, list(tans))), has_aux, name)
+        return r[1], r[0]
+
+    tan_out, prim_out = vmap(push, chunk_size=chunk_size)(*_basis(in_leaves))
+    if out is None:  # (the same for every basis vector: the first one's)
+        first = [p[0, ...] for p in _leaves(prim_out)]
+        out = _unflatten(prim_out, first)
+    blocks = []
+    for o, t in zip(_leaves(out), _leaves(tan_out)):
+        # t: (total, *o.shape) -> (*o.shape, total) -> per input leaf (*o.shape, *x.shape)
+        ns = _ns(t)
+        tt = ns.moveaxis(t, 0, -1) if t.ndim > 1 else t
+        row = []
+        off = 0
+        for x in in_leaves:
+            n = _size(x)
+            piece = tt[..., off:off + n]
+            row.append(ns.reshape(piece, (*tuple(o.shape), *tuple(x.shape))))
+            off += n
+        blocks.append(row)
+    return blocks, out, aux

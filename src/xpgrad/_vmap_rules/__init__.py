@@ -7,3 +7,4 @@ batch axes. Rules call primitives on physical values, so what they do is on the 
 """
 
 from . import creation, elementwise, fft, indexing, linalg, manipulation, nn, reductions, searching, set_functions  # noqa: F401 - they register rules
+from . import matmul  # noqa: F401, I001 - last: its rule replaces linalg's

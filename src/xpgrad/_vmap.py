@@ -220,7 +220,10 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
     level = Level(size)
     Ko = len(outer)
     with open_level(level) as st:
-        mapped = [x if ax is None else _enter(x, ax, outer, st) for x, ax in zip(leaves, norm)]
+        # (an unmapped raw array becomes a constant Tensor: raw_array * batched then works on
+        # every library, as it does for Tensors)
+        mapped = [(_wrap(x) if _is_array(x) and not isinstance(x, Tensor) else x) if ax is None
+                  else _enter(x, ax, outer, st) for x, ax in zip(leaves, norm)]
         it = iter(mapped)
         new_args = tuple(_tree_map(lambda _: next(it), a) for a in args)
         new_kwargs = {k: _tree_map(lambda _: next(it), v) for k, v in kwargs.items()}
@@ -328,4 +331,4 @@ def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chun
 
 def _slice(x: Any, ax: int, start: int, stop: int) -> Any:
     t = x if isinstance(x, Tensor) else _wrap(x)
-    return t[(slice(None),) * ax + (slice(start, stop),)]
+    return t[(slice(None),) * ax + (slice(start, stop), Ellipsis)]

@@ -132,7 +132,7 @@ def test_every_order_with_forward_mode(backend: Backend) -> None:
     # vmap(jvp): primals and tangents mapped, or one shared primal with a batch of tangents
     _, dy = xg.vmap(lambda x, t: xg.jvp(g, (x,), (t,)))(bx, bt)
     np.testing.assert_allclose(_np(dy), want, rtol=1e-10)
-    _, dy0 = xg.vmap(lambda t: xg.jvp(g, (bx[0],), (t,)), in_axes=0)(bt)
+    _, dy0 = xg.vmap(lambda t: xg.jvp(g, (bx[0, ...],), (t,)), in_axes=0)(bt)
     np.testing.assert_allclose(_np(dy0), (1 - np.tanh(w * xs[0]) ** 2) * w * ts, rtol=1e-10)
     # jvp(vmap)
     _, dy2 = xg.jvp(xg.vmap(g), (bx,), (bt,))

@@ -1347,6 +1347,14 @@ TORCH_EXCLUDED: dict[str, str] = {
 #: compared with torch without the HVP (values and gradients only)
 TORCH_NO_HVP: dict[str, str] = {"special.gammaln": _TORCH_TRIGAMMA}
 
+#: ops left out of the vmap(grad) comparison with torch.func, with the reason
+VMAP_EXCLUDED: dict[str, str] = {
+    "inplace": "torch.func.vmap refuses in-place updates of an unbatched tensor by a batched one, which the "
+               "programs' updates of their inputs become; xpgrad's in-place updates under vmap are tested in "
+               "tests/test_vmap_indexing.py",
+    "view_write": "as inplace: writes through views into unbatched bases",
+}
+
 #: ops a backend cannot run (its own limitation), with the reason; the backend fuzz
 #: draws programs without them
 _DASK_FFT = ("dask.array.fft transforms only along an axis held in one chunk, and the fuzz splits every "

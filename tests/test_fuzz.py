@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import xpgrad as xg
 from xpgrad.autograd._core import PRIMITIVES
@@ -211,6 +212,65 @@ def test_fuzz_inplace_and_views_against_torch(prog: Program) -> None:
     """Programs dense in in-place updates and writes through views (``t = y[1:]; t *= v``,
     ``reshape(y, (n,))[2:] = v``), values, gradients and HVPs against torch's."""
     check_against_torch(prog)
+
+
+#: programs compared with torch.func under vmap(grad): per-example gradients of a batch of 3
+N_VMAP = 2_000 if _THOROUGH else 60
+VMAP_BATCH = 3
+
+
+def _vmap_inputs(prog: Program, in_axes: tuple[Any, ...]) -> list[np.ndarray]:
+    """The program's inputs as a batch: the mapped ones stacked (along their axis) with two
+    neighbours each, ``x + 0.01 * k * noise``, small enough to stay inside the ops' domains."""
+    rng = np.random.default_rng(len(prog.steps))
+    out = []
+    for x, ax in zip(prog.inputs, in_axes):
+        if ax is None:
+            out.append(x)
+            continue
+        noise = rng.standard_normal(x.shape)
+        out.append(np.stack([x + 0.01 * k * noise for k in range(VMAP_BATCH)], axis=ax))
+    return out
+
+
+@settings(settings.default, max_examples=N_VMAP, deadline=None, suppress_health_check=_HC)
+@given(prog=programs([op for op in sorted(OPS) if op not in _fuzz.TORCH_EXCLUDED and op not in _fuzz.VMAP_EXCLUDED],
+                     max_steps=12, no_hvp=_fuzz.TORCH_NO_HVP),
+       data=st.data())
+def test_fuzz_vmap_grad_against_torch_func(prog: Program, data: Any) -> None:
+    """Random programs under ``vmap(grad(loss))`` (per-example gradients, each input mapped along
+    a random axis or shared), against ``torch.func.vmap(torch.func.grad(loss))``."""
+    n = prog.n_inputs
+    in_axes = tuple(data.draw(st.one_of(st.none(), st.integers(0, x.ndim)), label=f"in_axes {i}")
+                    for i, x in enumerate(prog.inputs))
+    if all(a is None for a in in_axes):
+        in_axes = (0, *in_axes[1:])
+    xs = _vmap_inputs(prog, in_axes)
+    ws = list(prog.weights)
+    nums = tuple(range(n))
+    f_tc = prog.compile("torch", {"torch": torch})
+
+    def tloss(*a: Any) -> Any:
+        return f_tc(*a, *[torch.from_numpy(w) for w in ws])[0]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = torch.func.vmap(torch.func.grad(tloss, argnums=nums), in_dims=in_axes)(
+                *[torch.from_numpy(x) for x in xs])
+            ref = [r.detach().numpy() for r in ref]
+    except (RuntimeError, NotImplementedError, ValueError, TypeError):
+        assume(False)  # torch.func cannot vmap this program (an op without a batching rule in torch)
+        return
+    assume(_sane(*ref))
+    f_xg = prog.compile("xpgrad", {"xp": xg})
+
+    def loss(*a: Any) -> Any:
+        return f_xg(*a, *ws)[0]
+
+    got = xg.vmap(xg.grad(loss, argnums=nums), in_axes=in_axes)(*xs)
+    for i, (o, r) in enumerate(zip(got, ref)):
+        _close(f"vmap(grad) w.r.t. x{i} (in_axes {in_axes})", _np(o), r, prog)
 
 
 def _backend_ops(name: str) -> list[str]:

@@ -34,8 +34,9 @@ def _softmax_cross_entropy(prim: Primitive, xs: list[Any], bs: list[bool], kw: d
     # gets the value 0 / 0 = nan but a zero gradient (a constant nan is added)
     den = ys[3]
     zero = den == 0
-    mean = total / xg.where(zero, 1.0, den)
-    return mean + xg.where(zero, math.nan, 0.0), logp
+    nought = xg.zeros_like(den)
+    mean = total / xg.where(zero, nought + 1.0, den)
+    return mean + xg.where(zero, nought + math.nan, nought), logp
 
 
 RULES["nn.softmax_cross_entropy"] = _softmax_cross_entropy

@@ -452,7 +452,8 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
 def _neg_inf_where(mask: Any, like: Any) -> Any:
     """A float additive mask: ``-inf`` where the boolean ``mask`` is True, 0 elsewhere (``like``'s dtype)."""
     if isinstance(mask, Batched):
-        return xg.astype(xg.where(mask, -math.inf, 0.0), like.dtype)
+        zero = xg.zeros_like(xg.astype(mask, like.dtype))
+        return xg.where(mask, zero - math.inf, zero)
     m = _data(mask)
     bxp = _bxp(m)
     zero = bxp.zeros(tuple(m.shape), dtype=_dtype(like), device=_device(m))

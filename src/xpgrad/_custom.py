@@ -239,7 +239,6 @@ def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
 def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
     """Record one node for the call: inputs the Tensor leaves, outputs ``out_leaves``' data."""
     from ._dispatch import backend_namespace
-
     from .autograd._batched import STACK, Batched, from_phys, lift
 
     ins = tuple(call.leaves[j] for j in call.pos)

@@ -1133,6 +1133,8 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
     if pos_weight is None:
         loss = (1.0 - target) * input + sp
     else:
+        if not isinstance(pos_weight, Tensor):  # (a raw array of a strict library cannot multiply a Tensor)
+            pos_weight = xg.asarray(pos_weight)
         loss = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * sp
     if weight is not None:
         loss = loss * weight

@@ -644,16 +644,16 @@ def functional_call(module: Module, params_and_buffers: Mapping[str, Any] | Any,
             msg = f"{func}: strict=True and no value for {missing}"
             raise XpgradValueError(msg)
     outer = _OVERRIDES.get()
-    table: dict[int, tuple[Any, dict[str, Any]]] = {} if outer is None else {
+    subs: dict[int, tuple[Any, dict[str, Any]]] = {} if outer is None else {
         i: (m, dict(d)) for i, (m, d) in outer.items()}
     for k, v in values.items():
         mod, name, _ = slots[k]
         if not isinstance(v, Tensor) and hasattr(v, "shape") and hasattr(v, "dtype"):
             v = Tensor(v)
-        table.setdefault(id(mod), (mod, {}))[1][name] = v
+        subs.setdefault(id(mod), (mod, {}))[1][name] = v
     if not isinstance(args, tuple):
         args = (args,)
-    token = _OVERRIDES.set(table)
+    token = _OVERRIDES.set(subs)
     try:
         return module(*args, **(kwargs or {}))
     finally:

@@ -17,8 +17,8 @@ import xpgrad as xg
 from .._dispatch import backend_namespace as array_namespace
 from .._exceptions import XpgradValueError
 from .._lazy import note_update
-from ..autograd._grad_mode import no_grad
 from ..autograd._batched import Batched
+from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
 
 __all__ = ["batch_norm", "group_norm"]

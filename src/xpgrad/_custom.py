@@ -69,10 +69,10 @@ def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
     if not _is_array(got):
         msg = f"{who} returned {type(got).__name__} for {what}; expected an array like {_fmt(like)}"
         raise XpgradTypeError(msg)
-    g, l_ = _data(got), _data(like)
-    if tuple(g.shape) != tuple(l_.shape):
-        msg = f"{who} returned shape {tuple(g.shape)} for {what}; expected shape {tuple(l_.shape)}"
+    if tuple(got.shape) != tuple(like.shape):  # (inside vmap: the examples' shapes)
+        msg = f"{who} returned shape {tuple(got.shape)} for {what}; expected shape {tuple(like.shape)}"
         raise XpgradValueError(msg)
+    g, l_ = _raw(got), _raw(like)
     if type(g) is not type(l_):
         from ._dispatch import backend_namespace
 
@@ -86,13 +86,30 @@ def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
 
 
 def _fmt(x: Any) -> str:
-    d = _data(x)
-    return f"of shape {tuple(d.shape)} and dtype {dtype_name(d.dtype)}"
+    return f"of shape {tuple(x.shape)} and dtype {dtype_name(_raw(x).dtype)}"
+
+
+def _device(d: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(d)
+
+
+def _raw(x: Any) -> Any:
+    """The backend array behind ``x`` for its library, dtype and device (a batched value's physical one)."""
+    from ._dispatch import _raw as raw
+
+    return raw(x) if isinstance(x, Tensor) else x
 
 
 def _zeros(like: Any, tensor: bool) -> Any:
     from ._dispatch import backend_namespace
+    from .autograd._batched import Batched
 
+    if isinstance(like, Batched):  # (zeros of the example's shape: unbatched)
+        d = _raw(like)
+        z = backend_namespace(d).zeros(tuple(like.shape), dtype=d.dtype, device=_device(d))
+        return _wrap(z) if tensor else z
     d = _data(like)
     z = backend_namespace(d).zeros_like(d)
     return _wrap(z) if tensor else z
@@ -148,7 +165,7 @@ class _Call:
     """What one recorded call keeps for its backward: residuals or primals, and a cache
     so that the user's rule runs once per backward pass, not once per argument."""
 
-    __slots__ = ("args", "g", "leaves", "nd", "owner", "pos", "res", "result", "struct")
+    __slots__ = ("args", "g", "leaves", "levels", "nd", "owner", "phys", "pos", "res", "result", "struct")
 
     def __init__(self, owner: Any, args: tuple[Any, ...], leaves: list[Any], pos: list[int], struct: Any,
                  res: Any = None, nd: tuple[Any, ...] = ()) -> None:
@@ -161,6 +178,8 @@ class _Call:
         self.res = res
         self.g: Any = None
         self.result: Any = None
+        self.levels: tuple[Any, ...] = ()  # the vmap levels of a call recorded inside vmap
+        self.phys: list[Any] = []  # (then) the physical shapes of the node's inputs
 
     def cotangents(self, xp: Any, g: Any, node_args: tuple[Any, ...]) -> list[Any]:
         if self.result is not None and self.g is g:
@@ -168,16 +187,48 @@ class _Call:
         from .ops._common import is_xpgrad
 
         graph = is_xpgrad(xp)
-        outs = _tree().leaves_of(self.struct)
-        gs = list(g) if isinstance(g, tuple) else [g]
-        gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
-              for gi, o in zip(gs, outs)]
-        ct = _tree().unflatten(self.struct, gs)
-        result = self.owner._pullback(self, ct, node_args, graph)
+        if self.levels:
+            result = self._batched_cotangents(g, graph)
+        else:
+            outs = _tree().leaves_of(self.struct)
+            gs = list(g) if isinstance(g, tuple) else [g]
+            gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
+                  for gi, o in zip(gs, outs)]
+            ct = _tree().unflatten(self.struct, gs)
+            result = self.owner._pullback(self, ct, node_args, graph)
         if not graph:
             result = [None if r is None else _data(r) for r in result]
         self.g, self.result = g, result
         return result
+
+    def _batched_cotangents(self, g: Any, graph: bool) -> list[Any]:
+        """A call recorded inside vmap: the node is physical (batch axes in front); the user's rule
+        runs on the logical, batched values (as JAX batches custom rules), under the call's levels."""
+        from .autograd._batched import from_phys, lift, use_stack
+        from .ops.statistical import sum as xsum
+
+        st = self.levels
+        outs = _tree().leaves_of(self.struct)
+        gs = list(g) if isinstance(g, tuple) else [g]
+        with use_stack(st):
+            bgs = [_zeros(o, True) if gi is None else from_phys(gi if isinstance(gi, Tensor) else _wrap(gi), st)
+                   for gi, o in zip(gs, outs)]
+            ct = _tree().unflatten(self.struct, bgs)
+            node_args = tuple(self.leaves[j] for j in self.pos)
+            res = self.owner._pullback(self, ct, node_args, graph)
+            out: list[Any] = []
+            for r, shape in zip(res, self.phys):
+                if r is None:
+                    out.append(None)
+                    continue
+                p = lift(r, st)
+                p = p if isinstance(p, Tensor) else _wrap(p)
+                # an input not varying along a level (size 1 there) gets the sum over it
+                axes = tuple(i for i in range(len(st)) if shape[i] == 1 and p.shape[i] != 1)
+                if axes:
+                    p = xsum(p, axis=axes, keepdims=True)
+                out.append(p)
+        return out
 
 
 def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
@@ -188,8 +239,17 @@ def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
 def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
     """Record one node for the call: inputs the Tensor leaves, outputs ``out_leaves``' data."""
     from ._dispatch import backend_namespace
+    from .autograd._batched import STACK, Batched, from_phys, lift
 
     ins = tuple(call.leaves[j] for j in call.pos)
+    st = STACK.get()
+    batched = bool(st) and any(isinstance(a, Batched) for a in (*ins, *out_leaves))
+    if batched:  # recorded on the physical values, every open level in front (see _Call._batched_cotangents)
+        call.levels = st
+        ins = tuple(lift(a, st) for a in ins)
+        call.phys = [tuple(a.shape) for a in ins]
+        out_leaves = [lift(o if isinstance(o, Tensor) else _wrap(o), st) for o in out_leaves]
+        fw = None
     datas = [a.data for a in ins]
     outs = [_data(o) for o in out_leaves]
     multi = len(outs) != 1
@@ -200,6 +260,8 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     xp = backend_namespace(*outs)
     res = _record(prim, xp, (*ins, call), [*datas, call], {}, tuple(outs) if multi else outs[0])
     res_leaves = list(res) if multi else [res]
+    if batched:
+        res_leaves = [from_phys(r, st) for r in res_leaves]
     if fw is not None:
         for r, f in zip(res_leaves, fw):
             r._fw = f
@@ -374,6 +436,14 @@ def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
     return [flat[j] for j in call.pos]
 
 
+def _detached(a: Any) -> Any:
+    from .autograd._batched import Batched
+
+    if isinstance(a, Batched):
+        return a.detach()
+    return _wrap(a.data) if isinstance(a, Tensor) else a
+
+
 class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     """A function with a user-defined JVP: ``@f.defjvp`` on ``jvp(primals, tangents)``.
 
@@ -479,7 +549,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             return self.fun(*args)
         with no_grad():
             out = self.fun(*_merge(self, nd, tuple(
-                t.tree_map(lambda a: _wrap(a.data) if isinstance(a, Tensor) else a, x) for x in diff)))
+                t.tree_map(_detached, x) for x in diff)))
         out_leaves = t.leaves_of(out)
         pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
         call = _Call(self, diff, leaves, pos, out, None, nd)
@@ -541,12 +611,30 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         for j, a in zip(call.pos, node_args):
             leaves[j] = a if isinstance(a, Tensor) else _wrap(a)
         primals = t.unflatten(call.args, leaves)
-        dummies = [
-            _wrap(_zeros(a, False)).requires_grad_() if isinstance(a, Tensor) and is_float(a.data.dtype) else
-            (_zeros(a, True) if _is_array(a) else 0.0)
-            for a in leaves
-        ]
-        tangents = t.unflatten(call.args, dummies)
+        st = call.levels
+        if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
+            from .autograd._batched import from_phys
+
+            sizes = tuple(lv.size for lv in st)
+
+            def dummy(a: Any) -> Any:
+                d = _raw(a)
+                from ._dispatch import backend_namespace
+
+                z = backend_namespace(d).zeros(sizes + tuple(a.shape), dtype=d.dtype, device=_device(d))
+                return _wrap(z).requires_grad_()
+
+            dummies = [dummy(a) if isinstance(a, Tensor) and is_float(_raw(a).dtype) else
+                       (_zeros(a, True) if _is_array(a) else 0.0) for a in leaves]
+            tangents = t.unflatten(call.args, [from_phys(d, st) if isinstance(d, Tensor) and d.requires_grad else d
+                                               for d in dummies])
+        else:
+            dummies = [
+                _wrap(_zeros(a, False)).requires_grad_() if isinstance(a, Tensor) and is_float(a.data.dtype) else
+                (_zeros(a, True) if _is_array(a) else 0.0)
+                for a in leaves
+            ]
+            tangents = t.unflatten(call.args, dummies)
         # a tangent converted to a Python number (t.item()) leaves the tape: forward mode
         # still gets the right value, but the transposed rule a zero; refuse that
         window = _cut.open_window(f"custom_jvp {self.__name__}")
@@ -559,6 +647,10 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         cts = t.leaves_of(ct)
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
+        if st:  # (the physical outputs and cotangents, every level at full size)
+            from .autograd._batched import to_phys
+
+            live = [(to_phys(o, st, "custom_jvp"), to_phys(c, st, "custom_jvp")) for o, c in live]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]
         if not diff:
@@ -579,7 +671,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         for d in targets:
             if isinstance(d, Tensor) and d.requires_grad:
                 r = next(it)
-                out.append(None if r is None else (r if isinstance(r, Tensor) else _wrap(r)))
+                r = None if r is None else (r if isinstance(r, Tensor) else _wrap(r))
+                out.append(from_phys(r, st) if st and r is not None else r)
             else:
                 out.append(None)
         return out

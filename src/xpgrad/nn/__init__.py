@@ -42,11 +42,11 @@ from .loss import (
     NLLLoss,
     SmoothL1Loss,
 )
-from .module import IncompatibleKeys, Module
+from .module import IncompatibleKeys, Module, functional_call
 from .parameter import Parameter
 
 __all__ = [
-    "Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
+    "Module", "Parameter", "IncompatibleKeys", "functional_call", "Sequential", "ModuleList", "ModuleDict",
     "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding", "LayerNorm",
     "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "GroupNorm", "MultiheadAttention",

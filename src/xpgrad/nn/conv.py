@@ -27,6 +27,7 @@ import xpgrad as xg
 from .._dispatch import backend_namespace
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
+from ..autograd._batched import Batched
 from ..autograd._tensor import Tensor
 
 __all__ = [
@@ -37,17 +38,21 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 # ---------------------------------------------------------------------- argument helpers
-def _data(x: Any) -> Any:
+def _raw(x: Any) -> Any:
+    """The backend array behind ``x``, for its library, device and dtype only (inside vmap a batched
+    value's physical array, whose shape and values are not the example's)."""
+    if isinstance(x, Batched):
+        return x._inner.data
     return x.data if isinstance(x, Tensor) else x
 
 
 def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(int(s) for s in _data(x).shape)
+    return tuple(int(s) for s in x.shape)  # (an example's shape inside vmap)
 
 
 def _const(like: Any, shape: tuple[int, ...], value: float) -> Any:
     """A constant backend array of ``shape`` filled with ``value``, on ``like``'s library, device and dtype."""
-    data = _data(like)
+    data = _raw(like)
     bxp = backend_namespace(data)
     return bxp.full(shape, value, dtype=data.dtype, device=array_api_compat.device(data))
 
@@ -77,8 +82,8 @@ def _check_input(input: Any, spatial: int, func: str) -> tuple[Any, bool]:
 
 
 def _check_float(x: Any, func: str) -> None:
-    if not is_float(_data(x).dtype):
-        msg = f"{func}: expected a floating input, got dtype {xg.dtype_name(_data(x).dtype)}"
+    if not is_float(_raw(x).dtype):
+        msg = f"{func}: expected a floating input, got dtype {xg.dtype_name(_raw(x).dtype)}"
         raise XpgradTypeError(msg)
 
 
@@ -440,21 +445,24 @@ def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     dil = ntuple(dilation, 2, "dilation", func, 1)
     shape = _shape(x)
     out, pads = _pool_geometry(shape, kernel, stride_, pad_, dil, ceil_mode, func)
-    dtype = _data(x).dtype
+    dtype = _raw(x).dtype
     low = -math.inf if is_float(dtype) else xg.iinfo(dtype).min
     cols = _columns(_pad_spatial(x, pads, "zeros", low), kernel, stride_, dil, out)
-    bxp = backend_namespace(_data(cols))
-    dev = array_api_compat.device(_data(cols))
-    first = bxp.argmax(_data(cols), axis=2)  # (N, C, oh, ow); the first maximum, as PyTorch
+    bxp = backend_namespace(_raw(cols))
+    dev = array_api_compat.device(_raw(cols))
+    # (N, C, oh, ow); the first maximum, as PyTorch (inside vmap each example's own: xpgrad's functions)
+    fxp: Any = xg if isinstance(cols, Batched) else bxp
+    first = xg.argmax(xg.stop_gradient(cols), axis=2) if fxp is xg else bxp.argmax(cols.data, axis=2)
     k = kernel[0] * kernel[1]
-    hit = bxp.reshape(bxp.arange(k, device=dev), (1, 1, k, 1, 1)) == bxp.expand_dims(first, axis=2)
+    hit = bxp.reshape(bxp.arange(k, device=dev), (1, 1, k, 1, 1)) == fxp.expand_dims(first, axis=2)
     y = xg.sum(xg.where(hit, cols, _const(cols, (), 0)), axis=2)
     if not return_indices:
         return y[0, ...] if unbatched else y
     oh, ow = out
     rows = bxp.reshape(bxp.arange(oh, device=dev), (oh, 1)) * stride_[0] - pad_[0] + (first // kernel[1]) * dil[0]
     cols_ = bxp.reshape(bxp.arange(ow, device=dev), (1, ow)) * stride_[1] - pad_[1] + (first % kernel[1]) * dil[1]
-    idx = Tensor(rows * shape[3] + cols_)
+    idx = rows * shape[3] + cols_
+    idx = idx if isinstance(idx, Tensor) else Tensor(idx)
     return (y[0, ...], idx[0, ...]) if unbatched else (y, idx)
 
 
@@ -498,7 +506,7 @@ def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
         for size, k, s, o, p in zip(shape[2:], kernel, stride_, out, pad_, strict=True):
             lo, hi = (0, size + 2 * p) if count_include_pad else (p, size + p)
             per_axis.append(_counts(size, k, s, o, lo, hi))
-        data = _data(total)
+        data = _raw(total)
         bxp = backend_namespace(data)
         dev = array_api_compat.device(data)
         ch = bxp.reshape(bxp.asarray(per_axis[0], dtype=data.dtype, device=dev), (out[0], 1))
@@ -513,7 +521,7 @@ def _adaptive_matrix(like: Any, size: int, out: int) -> Any:
     for i in range(out):
         start, end = (i * size) // out, -(-((i + 1) * size) // out)
         rows.append([1.0 / (end - start) if start <= j < end else 0.0 for j in range(size)])
-    data = _data(like)
+    data = _raw(like)
     bxp = backend_namespace(data)
     return bxp.asarray(rows, dtype=data.dtype, device=array_api_compat.device(data))
 

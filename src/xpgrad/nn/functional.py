@@ -21,6 +21,7 @@ import xpgrad as xg
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from ..autograd._batched import Batched
 from ..autograd._tensor import Tensor
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf, expit
@@ -42,17 +43,41 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 # ---------------------------------------------------------------------- helpers
 def _data(x: Any) -> Any:
+    """The backend array of ``x``, to compute on (never a batched value: see :func:`_raw`)."""
     return x.data if isinstance(x, Tensor) else x
 
 
+def _raw(x: Any) -> Any:
+    """The backend array behind ``x``, for its library, device and dtype only: inside vmap a
+    batched value's physical array (which has more axes than the example: never read its
+    shape or values as the example's)."""
+    if isinstance(x, Batched):
+        return x._inner.data
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _shape(x: Any) -> tuple[Any, ...]:
+    """The shape of ``x`` (an example's, inside vmap)."""
+    return tuple(x.shape)
+
+
+def _dtype(x: Any) -> Any:
+    """The backend dtype of ``x``."""
+    return _raw(x).dtype
+
+
+def _batched(*xs: Any) -> bool:
+    return any(isinstance(x, Batched) for x in xs)
+
+
 def _bxp(x: Any) -> Any:
-    return backend_namespace(_data(x))
+    return backend_namespace(_raw(x))
 
 
 def _device(x: Any) -> Any:
     import array_api_compat
 
-    return array_api_compat.device(_data(x))
+    return array_api_compat.device(_raw(x))
 
 
 def _axis(axis: Any, dim: Any, func: str, default: int = -1) -> Any:
@@ -66,6 +91,9 @@ def _axis(axis: Any, dim: Any, func: str, default: int = -1) -> Any:
 
 def _detached_max(x: Any, axis: Any) -> Any:
     """max over ``axis`` (keepdims) as a constant backend array, with non-finite maxima set to 0."""
+    if isinstance(x, Batched):  # (each example's own maximum: a batched constant)
+        mb = xg.stop_gradient(xg.max(x, axis=axis, keepdims=True))
+        return xg.where(xg.isfinite(mb), mb, 0.0)
     bxp = _bxp(x)
     m = bxp.max(_data(x), axis=axis, keepdims=True)
     return bxp.where(bxp.isfinite(m), m, bxp.zeros_like(m))
@@ -118,7 +146,7 @@ def _check_linear(input: Any, weight: Any, func: str) -> None:
     """Raise naming ``func`` and both shapes if ``input``'s last axis is not ``weight``'s ``in_features``.
 
     Run where the product failed, not before every one (a forward that works pays nothing)."""
-    xs, ws = tuple(_data(input).shape), tuple(_data(weight).shape)
+    xs, ws = _shape(input), _shape(weight)
     if len(ws) != 2:
         msg = f"{func}: weight must have shape (out_features, in_features), got {ws}"
         raise XpgradValueError(msg)
@@ -140,7 +168,7 @@ def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Tensor:
         >>> xg.nn.functional.bilinear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, -1.0]]), w)
         Tensor([[-3., -3.]], dtype=float64, device=cpu)
     """
-    s1, s2, sw = (tuple(_data(a).shape) for a in (input1, input2, weight))
+    s1, s2, sw = (_shape(a) for a in (input1, input2, weight))
     if len(sw) != 3 or not s1 or not s2 or s1[-1] != sw[1] or s2[-1] != sw[2] or s1[:-1] != s2[:-1]:
         msg = (f"bilinear: expected inputs (..., {sw[1] if len(sw) == 3 else 'in1'}) and "
                f"(..., {sw[2] if len(sw) == 3 else 'in2'}) with the same leading axes and weight "
@@ -170,8 +198,7 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
         raise XpgradValueError(msg)
     if not training or p == 0.0:
         return input if isinstance(input, Tensor) else Tensor(input)
-    data = _data(input)
-    name = dtype_name(data.dtype)
+    name = dtype_name(_dtype(input))
     if not is_float(name):
         msg = f"dropout: expected a floating tensor, got dtype {name}"
         raise XpgradTypeError(msg)
@@ -179,8 +206,9 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
         return input * 0.0
     from .._io import move_array
 
-    mask = xg.random.bernoulli(1.0 - p, tuple(data.shape), dtype=name)
-    mask = move_array(mask, _bxp(data), _device(data))
+    # inside vmap the mask has the example's shape: one draw, shared by every example (as JAX with one key)
+    mask = xg.random.bernoulli(1.0 - p, _shape(input), dtype=name)
+    mask = move_array(mask, _bxp(input), _device(input))
     return input * (mask * (1.0 / (1.0 - p)))
 
 
@@ -196,20 +224,26 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         Tensor([[[3., 4.],
                  [1., 2.]]], dtype=float64, device=cpu)
     """
-    idx = _data(input)
-    ixp = _bxp(idx)
-    if is_float(idx.dtype):
-        msg = f"embedding: indices must be integers, got dtype {dtype_name(idx.dtype)}"
+    if is_float(_dtype(input)):
+        msg = f"embedding: indices must be integers, got dtype {dtype_name(_dtype(input))}"
         raise XpgradTypeError(msg)
-    wshape = tuple(_data(weight).shape)
-    idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
-    flat = ixp.reshape(idx, (-1,))
+    wshape = _shape(weight)
+    ishape = _shape(input)
+    if isinstance(input, Batched):  # (every example's indices are checked, on the physical array)
+        _check_indices(_raw(input), wshape[0], None, "embedding", _bxp(input))
+        ixp: Any = xg
+        flat = xg.reshape(input, (-1,))
+    else:
+        idx = _data(input)
+        ixp = _bxp(idx)
+        idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
+        flat = ixp.reshape(idx, (-1,))
     rows = xg.take(weight, flat, axis=0)
     if padding_idx is not None:
         pad = padding_idx % wshape[0]
         keep = ixp.reshape(flat != pad, (-1, 1))
         rows = xg.where(keep, rows, rows.detach())
-    return xg.reshape(rows, (*tuple(idx.shape), wshape[1]))
+    return xg.reshape(rows, (*ishape, wshape[1]))
 
 
 def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any = None, bias: Any = None,
@@ -222,7 +256,7 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
         Tensor([[-1.,  1.]], dtype=float64, device=cpu)
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    xshape = tuple(_data(input).shape)
+    xshape = _shape(input)
     k = len(shape)
     if k == 0 or xshape[len(xshape) - k:] != shape:
         msg = f"layer_norm: normalized_shape {shape} must equal the trailing axes of the input shape {xshape}"
@@ -249,6 +283,14 @@ def one_hot(input: Any, num_classes: int = -1) -> Tensor:
         Tensor([[1, 0, 0],
                 [0, 0, 1]], dtype=int64, device=cpu)
     """
+    if isinstance(input, Batched):
+        if num_classes < 0:
+            msg = ("one_hot: inside vmap num_classes must be given (with -1 the output's shape would depend "
+                   "on each example's maximum)")
+            raise XpgradValueError(msg)
+        bxp = _bxp(input)
+        classes = bxp.arange(num_classes, device=_device(input), dtype=_dtype(input))
+        return xg.astype(xg.stop_gradient(xg.expand_dims(input, axis=-1)) == classes, input.dtype)
     idx = _data(input)
     bxp = _bxp(idx)
     if num_classes < 0:
@@ -409,15 +451,17 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
 # ---------------------------------------------------------------------- attention
 def _neg_inf_where(mask: Any, like: Any) -> Any:
     """A float additive mask: ``-inf`` where the boolean ``mask`` is True, 0 elsewhere (``like``'s dtype)."""
+    if isinstance(mask, Batched):
+        zero = xg.zeros_like(xg.astype(mask, like.dtype))
+        return xg.where(mask, zero - math.inf, zero)
     m = _data(mask)
     bxp = _bxp(m)
-    x = _data(like)
-    zero = bxp.zeros(tuple(m.shape), dtype=x.dtype, device=_device(m))
+    zero = bxp.zeros(tuple(m.shape), dtype=_dtype(like), device=_device(m))
     return bxp.where(m, zero - math.inf, zero)
 
 
 def _is_bool(mask: Any) -> bool:
-    return dtype_name(_data(mask).dtype) == "bool"
+    return dtype_name(_dtype(mask)) == "bool"
 
 
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
@@ -441,7 +485,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                  [2.3395231, 3.3395231]]], dtype=float64, device=cpu)
     """
     func = "scaled_dot_product_attention"
-    qs, ks, vs = (tuple(_data(a).shape) for a in (query, key, value))
+    qs, ks, vs = (_shape(a) for a in (query, key, value))
     if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
         msg = (f"{func}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), "
                f"got {qs}, {ks} and {vs}")
@@ -487,23 +531,22 @@ def _float_mask(mask: Any, like: Any, what: str, func: str) -> Any:
         return None
     if _is_bool(mask):
         return _neg_inf_where(mask, like)
-    if not is_float(_data(mask).dtype):
-        msg = f"{func}: {what} must be boolean or floating, got dtype {dtype_name(_data(mask).dtype)}"
+    if not is_float(_dtype(mask)):
+        msg = f"{func}: {what} must be boolean or floating, got dtype {dtype_name(_dtype(mask))}"
         raise XpgradTypeError(msg)
     return mask
 
 
 def _pad_last(mask: Any) -> Any:
     """A mask with one more (unmasked) key at the end."""
-    zero = _data(mask) if not isinstance(mask, Tensor) else mask.data
-    bxp = _bxp(zero)
-    col = bxp.zeros((*tuple(zero.shape)[:-1], 1), dtype=zero.dtype, device=_device(zero))
+    bxp = _bxp(mask)
+    col = bxp.zeros((*_shape(mask)[:-1], 1), dtype=_dtype(mask), device=_device(mask))
     return xg.concat([mask, col], axis=-1)
 
 
 def _heads(x: Any, bsz: int, num_heads: int, head_dim: int) -> Any:
     """``(S, N, E)`` -> ``(N * H, S, head_dim)``."""
-    s = int(_data(x).shape[0])
+    s = int(_shape(x)[0])
     x = xg.permute_dims(xg.reshape(x, (s, bsz, num_heads, head_dim)), (1, 2, 0, 3))
     return xg.reshape(x, (bsz * num_heads, s, head_dim))
 
@@ -536,7 +579,7 @@ def multi_head_attention_forward(
                  [0.33023845, 0.66976155]]], dtype=float64, device=cpu)
     """
     func = "multi_head_attention_forward"
-    qs, ks, vs = (tuple(_data(a).shape) for a in (query, key, value))
+    qs, ks, vs = (_shape(a) for a in (query, key, value))
     batched = len(qs) == 3
     if len(qs) not in (2, 3) or len(ks) != len(qs) or len(vs) != len(qs) or ks[:-1] != vs[:-1] \
             or (batched and not qs[1] == ks[1]):
@@ -547,8 +590,8 @@ def multi_head_attention_forward(
         query, key, value = (xg.expand_dims(a, axis=1) for a in (query, key, value))
         if key_padding_mask is not None:
             key_padding_mask = xg.expand_dims(key_padding_mask, axis=0)
-    tgt_len, bsz, embed_dim = tuple(_data(query).shape)
-    src_len = int(_data(key).shape[0])
+    tgt_len, bsz, embed_dim = _shape(query)
+    src_len = int(_shape(key)[0])
     if embed_dim != embed_dim_to_check:
         msg = f"{func}: expected embed_dim {embed_dim_to_check}, got a query with embed_dim {embed_dim}"
         raise XpgradValueError(msg)
@@ -575,15 +618,15 @@ def multi_head_attention_forward(
     k = linear(key, w_k, b_k)
     v = linear(value, w_v, b_v)
     if attn_mask is not None:
-        ms = tuple(_data(attn_mask).shape)
+        ms = _shape(attn_mask)
         if ms == (tgt_len, src_len):
             attn_mask = xg.expand_dims(attn_mask, axis=0)
         elif ms != (bsz * num_heads, tgt_len, src_len):
             msg = (f"{func}: attn_mask must have shape {(tgt_len, src_len)} or "
                    f"{(bsz * num_heads, tgt_len, src_len)}, got {ms}")
             raise XpgradValueError(msg)
-    if key_padding_mask is not None and tuple(_data(key_padding_mask).shape) != (bsz, src_len):
-        msg = f"{func}: key_padding_mask must have shape {(bsz, src_len)}, got {tuple(_data(key_padding_mask).shape)}"
+    if key_padding_mask is not None and _shape(key_padding_mask) != (bsz, src_len):
+        msg = f"{func}: key_padding_mask must have shape {(bsz, src_len)}, got {_shape(key_padding_mask)}"
         raise XpgradValueError(msg)
     if (bias_k is None) != (bias_v is None):
         msg = f"{func}: give both bias_k and bias_v or neither"
@@ -598,13 +641,12 @@ def multi_head_attention_forward(
     k = static_k if static_k is not None else _heads(k, bsz, num_heads, head_dim)
     v = static_v if static_v is not None else _heads(v, bsz, num_heads, head_dim)
     if add_zero_attn:
-        qd = _data(q)
-        zeros = _bxp(qd).zeros((bsz * num_heads, 1, head_dim), dtype=qd.dtype, device=_device(qd))
+        zeros = _bxp(q).zeros((bsz * num_heads, 1, head_dim), dtype=_dtype(q), device=_device(q))
         k = xg.concat([k, zeros], axis=1)
         v = xg.concat([v, zeros], axis=1)
         attn_mask = None if attn_mask is None else _pad_last(attn_mask)
         key_padding_mask = None if key_padding_mask is None else _pad_last(key_padding_mask)
-    src_len = tuple(_data(k).shape)[1]
+    src_len = _shape(k)[1]
     if key_padding_mask is not None:
         kpm = xg.reshape(key_padding_mask, (bsz, 1, 1, src_len))
         kpm = xg.reshape(xg.broadcast_to(kpm, (bsz, num_heads, 1, src_len)), (bsz * num_heads, 1, src_len))
@@ -694,7 +736,7 @@ def smooth_l1_loss(input: Any, target: Any, reduction: str = "mean", beta: float
 
 
 def _class_axis(x: Any, func: str) -> int:
-    nd = len(_data(x).shape)
+    nd = len(_shape(x))
     if nd == 0:
         msg = f"{func}: the input needs a class axis, got a 0-D input"
         raise XpgradValueError(msg)
@@ -702,26 +744,40 @@ def _class_axis(x: Any, func: str) -> int:
 
 
 def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) -> tuple[Any, Any, Any]:
-    """One-hot of the targets (input's float dtype, 0 rows where ignored), the valid mask, the class shape."""
-    x = _data(input)
-    t = _data(target)
-    if is_float(t.dtype):
-        msg = f"{func}: class-index targets must be integers, got dtype {dtype_name(t.dtype)}"
+    """One-hot of the targets (input's float dtype, 0 rows where ignored), the valid mask, the class shape.
+
+    Backend arrays (constants); inside vmap, with batched targets, batched Tensors (computed
+    with xpgrad's functions, so that each example gets its own).
+    """
+    if is_float(_dtype(target)):
+        msg = f"{func}: class-index targets must be integers, got dtype {dtype_name(_dtype(target))}"
         raise XpgradTypeError(msg)
-    xshape = tuple(x.shape)
+    xshape = _shape(input)
     expect = xshape[:cax] + xshape[cax + 1:]
-    if tuple(t.shape) != expect:
-        msg = f"{func}: target shape {tuple(t.shape)} does not match input shape {xshape} (expected {expect})"
+    if _shape(target) != expect:
+        msg = f"{func}: target shape {_shape(target)} does not match input shape {xshape} (expected {expect})"
         raise XpgradValueError(msg)
-    bxp = _bxp(x)
+    bxp = _bxp(input)
+    n_cls = xshape[cax]
+    cshape = [1] * len(xshape)
+    cshape[cax] = n_cls
+    if isinstance(target, Batched):  # (every example's labels are checked, on the physical array)
+        _check_indices(_raw(target), n_cls, ignore_index, func, _bxp(target))
+        tb = xg.stop_gradient(target)
+        classes = bxp.reshape(bxp.arange(n_cls, dtype=_dtype(target), device=_device(input)), tuple(cshape))
+        texpb = xg.expand_dims(tb, axis=cax)
+        hitb = texpb == classes
+        if 0 <= ignore_index < n_cls:
+            hitb = xg.logical_and(hitb, texpb != ignore_index)
+        fdt = input.dtype if isinstance(input, Tensor) else _dtype(input)
+        return xg.astype(hitb, fdt), xg.astype(tb != ignore_index, fdt), tuple(cshape)
+    x = _raw(input)
+    t = _data(target)
     if type(t) is not type(x) and _bxp(t) is not bxp:
         from .._io import move_array
 
         t = move_array(t, bxp, _device(x))
-    n_cls = xshape[cax]
     t = _check_indices(t, n_cls, ignore_index, func, bxp)
-    cshape = [1] * len(xshape)
-    cshape[cax] = n_cls
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
     texp = t[(slice(None),) * cax + (None, ...)]  # (expand_dims at cax, as an index: cheaper)
     hit = texp == classes
@@ -805,18 +861,16 @@ def _class_weight(weight: Any, input: Any, cshape: tuple[int, ...], func: str) -
     A constant weight is moved to the input's library, device and dtype; a weight
     that requires grad is used as it is (and receives a gradient).
     """
-    w = _data(weight)
     n_cls = math.prod(cshape)
-    if tuple(w.shape) != (n_cls,):
-        msg = f"{func}: weight must have shape ({n_cls},) (one per class), got {tuple(w.shape)}"
+    if _shape(weight) != (n_cls,):
+        msg = f"{func}: weight must have shape ({n_cls},) (one per class), got {_shape(weight)}"
         raise XpgradValueError(msg)
-    if isinstance(weight, Tensor) and weight.requires_grad:
+    if isinstance(weight, Batched) or (isinstance(weight, Tensor) and weight.requires_grad):
         return xg.reshape(weight, cshape)
     from .._io import move_array
 
-    x = _data(input)
-    bxp = _bxp(x)
-    return bxp.reshape(move_array(w, bxp, _device(x), x.dtype), cshape)
+    bxp = _bxp(input)
+    return bxp.reshape(move_array(_data(weight), bxp, _device(input), _dtype(input)), cshape)
 
 
 def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -100,
@@ -911,7 +965,8 @@ def _xent_targets(input: Any, target: Any, weight: Any, ignore_index: int, label
                   reduction: str, func: str) -> tuple[Any, ...]:
     """The constant arguments of the fused primitive after the logits: ``q``, ``qsum`` (and ``den``)."""
     onehot, valid, cshape = _targets(input, target, ignore_index, cax, func)
-    bxp = _bxp(_data(input))
+    # constants of the backend; xpgrad's functions where a batched value is involved
+    bxp = xg if _batched(onehot, weight) else _bxp(input)
     n_cls = cshape[cax]
     vf = bxp.expand_dims(valid, axis=cax)
     q = onehot
@@ -933,7 +988,7 @@ def _xent_targets(input: Any, target: Any, weight: Any, ignore_index: int, label
 
 def _fusable(input: Any, target: Any, weight: Any) -> bool:
     """Whether ``cross_entropy`` can take the fused primitive: real logits, index targets, a constant weight."""
-    return (kind(_data(input).dtype) == "real floating" and kind(_data(target).dtype).endswith("integer")
+    return (kind(_dtype(input)) == "real floating" and kind(_dtype(target)).endswith("integer")
             and not (isinstance(weight, Tensor) and weight.requires_grad))
 
 
@@ -966,11 +1021,11 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
         args = _xent_targets(input, target, weight, ignore_index, label_smoothing, cax, reduction, func)
         return apply(_xent, (input, *args), {"axis": cax, "reduction": reduction})[0]
     logp = log_softmax(input, axis=cax)
-    xshape = tuple(_data(input).shape)
+    xshape = _shape(input)
     n_cls = xshape[cax]
-    if is_float(_data(target).dtype):
-        if tuple(_data(target).shape) != xshape:
-            msg = f"{func}: probability targets must have the input's shape {xshape}, got {tuple(_data(target).shape)}"
+    if is_float(_dtype(target)):
+        if _shape(target) != xshape:
+            msg = f"{func}: probability targets must have the input's shape {xshape}, got {_shape(target)}"
             raise XpgradValueError(msg)
         y = target
         if label_smoothing > 0:
@@ -1078,6 +1133,8 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
     if pos_weight is None:
         loss = (1.0 - target) * input + sp
     else:
+        if not isinstance(pos_weight, Tensor):  # (a raw array of a strict library cannot multiply a Tensor)
+            pos_weight = xg.asarray(pos_weight)
         loss = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * sp
     if weight is not None:
         loss = loss * weight
@@ -1104,7 +1161,7 @@ def kl_div(input: Any, target: Any, reduction: str = "mean", log_target: bool = 
         pos = target > 0
         loss = xg.where(pos, target * xg.log(xg.where(pos, target, 1.0)), 0.0) - target * input
     if reduction == "batchmean":
-        shape = tuple(_data(input).shape)
+        shape = _shape(input)
         total = xg.sum(loss)
         return total / shape[0] if shape else total
     return _reduce(loss, reduction)

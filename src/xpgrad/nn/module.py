@@ -10,6 +10,7 @@ and its forward hooks.
 
 from __future__ import annotations
 
+import contextvars
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -21,7 +22,11 @@ from ..autograd._tensor import Tensor
 from ._hooks import RemovableHandle
 from .parameter import Parameter
 
-__all__ = ["IncompatibleKeys", "Module"]
+__all__ = ["IncompatibleKeys", "Module", "functional_call"]
+
+#: the substitutions of the functional_calls running in this context: id(module) -> (module, {attribute: value})
+_OVERRIDES: contextvars.ContextVar[dict[int, tuple[Any, dict[str, Any]]] | None] = contextvars.ContextVar(
+    "xpgrad_functional_call", default=None)
 
 
 class IncompatibleKeys(NamedTuple):
@@ -130,6 +135,11 @@ class Module:
             t.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:
+        ov = _OVERRIDES.get()
+        if ov is not None:  # (inside functional_call)
+            mine = ov.get(id(self))
+            if mine is not None and name in mine[1]:
+                return mine[1][name]
         d = self.__dict__
         for table in ("_parameters", "_buffers", "_modules"):
             t = d.get(table)
@@ -552,3 +562,114 @@ def _zero_grad(p: Tensor, set_to_none: bool) -> None:
 
     g = p.grad.data
     p.grad = Tensor(backend_namespace(g).zeros_like(g))
+
+
+def functional_call(module: Module, params_and_buffers: Mapping[str, Any] | Any, args: Any = (),
+                    kwargs: Mapping[str, Any] | None = None, *, strict: bool = False, tie_weights: bool = True) -> Any:
+    """Call ``module`` with some of its parameters and buffers replaced by the given values.
+
+    ``torch.func.functional_call``'s semantics: ``module(*args, **kwargs)`` runs (hooks
+    included) with each name of ``params_and_buffers`` (as in ``named_parameters()`` /
+    ``named_buffers()``, e.g. ``"0.weight"``) standing for the given value (a Tensor, a
+    backend array, or a batched value inside :func:`~xpgrad.vmap`); the others keep the
+    module's own. This makes a module a function of its weights, so the transforms apply
+    to them: ``xg.grad(lambda p: loss(functional_call(model, p, (x,))))(params)`` is a
+    dict of gradients, and ``xg.vmap`` of that over examples gives per-example gradients
+    in one call.
+
+    The module is never modified: the substitution lives in a context variable, read by
+    attribute access (``self.weight``) and undone when the call returns or raises. So
+    it is thread-safe (other threads, and other asyncio tasks, calling the same module
+    meanwhile see its own parameters) and nests (a functional_call inside another).
+    Code in ``forward`` that reads ``self._parameters`` directly or iterates
+    ``parameters()`` sees the module's own values, not the substitutes.
+
+    Args:
+        module: the module to call.
+        params_and_buffers: a dict ``name -> value``, or a list/tuple of such dicts
+            (their keys must not overlap).
+        args: the positional arguments of the call: a tuple, or a single argument.
+        kwargs: its keyword arguments.
+        strict: require a value for every parameter and buffer.
+        tie_weights: a value given for one name of a tensor the module registers under
+            several names (tied weights) stands for all of them, as in PyTorch.
+
+    Raises:
+        XpgradValueError: a name that is not a parameter or buffer of the module; with
+            ``strict``, a missing one; two different values for tied names.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> lin = xg.nn.Linear(2, 1)
+        >>> p = {"weight": np.array([[1.0, 2.0]]), "bias": np.array([0.5])}
+        >>> xg.nn.functional_call(lin, p, (np.array([[1.0, 1.0]]),))
+        Tensor([[3.5]], dtype=float64, device=cpu)
+        >>> g = xg.grad(lambda p, x: xg.sum(xg.nn.functional_call(lin, p, (x,))))(p, np.array([[1.0, 1.0]]))
+        >>> g["weight"], g["bias"]
+        (array([[1., 1.]]), array([1.]))
+    """
+    func = "functional_call"
+    if not isinstance(module, Module):
+        msg = f"{func}: module must be an xpgrad.nn.Module, got {type(module).__name__}"
+        raise XpgradTypeError(msg)
+    given = _merge_dicts(params_and_buffers, func)
+    slots: dict[str, tuple[Module, str, Any]] = {}
+    for mprefix, mod in module.named_modules(remove_duplicate=False):
+        for table in ("_parameters", "_buffers"):
+            for name, v in getattr(mod, table).items():
+                if v is not None:
+                    slots[f"{mprefix}.{name}" if mprefix else name] = (mod, name, v)
+    unknown = [k for k in given if k not in slots]
+    if unknown:
+        known = ", ".join(sorted(slots)[:12]) + (", ..." if len(slots) > 12 else "")
+        msg = (f"{func}: {unknown} {'is not a parameter or buffer' if len(unknown) == 1 else 'are not parameters or buffers'}"
+               f" of {type(module).__name__} (its names: {known or 'none'})")
+        raise XpgradValueError(msg)
+    values = dict(given)
+    if tie_weights:
+        by_id: dict[int, tuple[str, Any]] = {}
+        for k, v in given.items():
+            orig = slots[k][2]
+            prev = by_id.get(id(orig))
+            if prev is not None and prev[1] is not v:
+                msg = f"{func}: {prev[0]!r} and {k!r} are tied (one tensor) but got different values"
+                raise XpgradValueError(msg)
+            by_id[id(orig)] = (k, v)
+        for k, (_, _, orig) in slots.items():
+            if k not in values and id(orig) in by_id:
+                values[k] = by_id[id(orig)][1]
+    if strict:
+        missing = [k for k in slots if k not in values]
+        if missing:
+            msg = f"{func}: strict=True and no value for {missing}"
+            raise XpgradValueError(msg)
+    outer = _OVERRIDES.get()
+    subs: dict[int, tuple[Any, dict[str, Any]]] = {} if outer is None else {
+        i: (m, dict(d)) for i, (m, d) in outer.items()}
+    for k, v in values.items():
+        mod, name, _ = slots[k]
+        if not isinstance(v, Tensor) and hasattr(v, "shape") and hasattr(v, "dtype"):
+            v = Tensor(v)
+        subs.setdefault(id(mod), (mod, {}))[1][name] = v
+    if not isinstance(args, tuple):
+        args = (args,)
+    token = _OVERRIDES.set(subs)
+    try:
+        return module(*args, **(kwargs or {}))
+    finally:
+        _OVERRIDES.reset(token)
+
+
+def _merge_dicts(pb: Any, func: str) -> dict[str, Any]:
+    dicts = list(pb) if isinstance(pb, (list, tuple)) else [pb]
+    out: dict[str, Any] = {}
+    for d in dicts:
+        if not isinstance(d, Mapping):
+            msg = f"{func}: params_and_buffers must be a dict of name -> value (or a list of them), got {type(d).__name__}"
+            raise XpgradTypeError(msg)
+        for k, v in d.items():
+            if k in out:
+                msg = f"{func}: {k!r} is given more than once"
+                raise XpgradValueError(msg)
+            out[k] = v
+    return out

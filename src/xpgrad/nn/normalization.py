@@ -17,6 +17,7 @@ import xpgrad as xg
 from .._dispatch import backend_namespace as array_namespace
 from .._exceptions import XpgradValueError
 from .._lazy import note_update
+from ..autograd._batched import Batched
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
 
@@ -24,7 +25,7 @@ __all__ = ["batch_norm", "group_norm"]
 
 
 def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(int(s) for s in (x.data if isinstance(x, Tensor) else x).shape)
+    return tuple(int(s) for s in x.shape)  # (an example's shape inside vmap)
 
 
 def _per_channel(v: Any, c: int, nd: int, what: str, func: str) -> Any:
@@ -87,6 +88,11 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         var = xg.mean(d * d, axis=axes, keepdims=True)
         y = d / xg.sqrt(var + eps)
         if training and (running_mean is not None or running_var is not None):
+            if isinstance(input, Batched):
+                msg = (f"{func}: inside vmap, training mode cannot update running_mean/running_var (each example "
+                       "would update them differently); use eval mode, or pass running_mean=None and "
+                       "running_var=None (per-example batch statistics)")
+                raise XpgradValueError(msg)
             with no_grad():
                 if running_mean is not None:
                     _blend(running_mean, xg.reshape(mu.detach(), (c,)), momentum)

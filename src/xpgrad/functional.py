@@ -933,17 +933,12 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
 
 
 def _basis(like: Any, k: int, scale: Any = 1) -> Any:
-    """The ``k``-th one-hot array shaped like ``like`` (raw, or a constant Tensor for Tensors).
-
-    For a value batched by vmap, the one-hot array of its example's shape, the same for
-    every example (read from the physical array: a batched value has no ``.data``).
-    """
-    shape = tuple(like.shape)
-    data = like._inner.data if isinstance(like, Batched) else like.data if isinstance(like, Tensor) else like
+    """The ``k``-th one-hot array shaped like ``like`` (raw, or a constant Tensor for Tensors)."""
+    data = like.data if isinstance(like, Tensor) else like
     bxp = _bxp(data)
     import array_api_compat
 
-    pos = bxp.reshape(bxp.arange(_size(like), device=array_api_compat.device(data)), shape)
+    pos = bxp.reshape(bxp.arange(_size(data), device=array_api_compat.device(data)), tuple(data.shape))
     e = bxp.astype(pos == k, data.dtype)
     if scale != 1:
         e = e * scale
@@ -971,11 +966,12 @@ def _assemble(pieces: list[Any], lead: tuple[int, ...], trail: tuple[int, ...], 
 
 def _empty_block(o: Any, x: Any) -> Any:
     """A zero-size Jacobian block of shape ``o.shape + x.shape``."""
-    xd = x._inner.data if isinstance(x, Batched) else x.data if isinstance(x, Tensor) else x
+    od = o.data if isinstance(o, Tensor) else o
+    xd = x.data if isinstance(x, Tensor) else x
     bxp = _bxp(xd)
     import array_api_compat
 
-    z = bxp.zeros((*tuple(o.shape), *tuple(x.shape)), dtype=xd.dtype, device=array_api_compat.device(xd))
+    z = bxp.zeros((*od.shape, *xd.shape), dtype=xd.dtype, device=array_api_compat.device(xd))
     return _wrap(z) if isinstance(o, Tensor) or isinstance(x, Tensor) else z
 
 

@@ -3,7 +3,8 @@
 For each name of src/xpgrad/_spec.py (the 2025.12 chapters, the ``linalg`` and the
 ``fft`` extensions) the table says how xpgrad differentiates it, read from the
 registries of ``xpgrad.autograd._core`` (``PRIMITIVES``, ``COMPOSITES``, ``DECLARED``),
-and on which backends its gradients are verified, read from the ``OpCase`` tables of
+how ``xg.vmap`` batches it, read from ``xpgrad.autograd._batched`` (``RULES``,
+``UNBATCHABLE``), and on which backends its gradients are verified, read from the ``OpCase`` tables of
 tests/cases/*.py: the backends of the test matrix that a case covering the function
 runs on (not listed in its ``xfail``). tests/test_coverage_page.py fails when the page
 is out of date.
@@ -25,6 +26,9 @@ PAGE = ROOT / "docs" / "coverage.md"
 #: the backends every OpCase runs on in CI (cupy needs a GPU: not part of the matrix)
 BACKENDS = ["numpy", "array_api_strict", "torch", "jax", "dask"]
 NONDIFF = "a `nondiff` primitive: its outputs carry no gradient"
+VMAP_RULE = "rule"
+VMAP_ERROR = "error (data-dependent)"
+VMAP_PARTS = "via parts"
 
 
 def _cases() -> list[Any]:
@@ -50,6 +54,8 @@ def _names() -> list[tuple[str, str, str]]:
 
 def rows() -> list[dict[str, str]]:
     """One row per function of the standard; ``kind`` is the class the summary counts."""
+    import xpgrad  # noqa: F401 - imports the batching rules
+    from xpgrad.autograd._batched import RULES, UNBATCHABLE
     from xpgrad.autograd._core import COMPOSITES, DECLARED, PRIMITIVES
 
     covering: dict[str, list[Any]] = {}
@@ -75,21 +81,39 @@ def rows() -> list[dict[str, str]]:
             kind, status = "declared", f"non-differentiable: {DECLARED[name]}"
         else:
             kind, status = "missing", "**missing**"
+        vmap = _vmap_status(name, p is not None, RULES, UNBATCHABLE, COMPOSITES)
         runs = {b for c in covering.get(name, ()) for b in BACKENDS if b not in c.xfail}
         order2 = any(c.order2 and any(b not in c.xfail for b in BACKENDS) for c in covering.get(name, ()))
         out.append({
             "name": shown, "chapter": chapter, "kind": kind, "status": status, "reverse": rev,
-            "forward": fwd, "order2": ("yes" if order2 else "no") if kind == "diff" else "—",
+            "forward": fwd, "vmap": vmap, "order2": ("yes" if order2 else "no") if kind == "diff" else "—",
             "verified": ", ".join(b for b in BACKENDS if b in runs) or "—",
         })
     return out
 
 
+def _vmap_status(name: str, is_primitive: bool, rules: Any, unbatchable: Any, composites: Any) -> str:
+    """How ``xg.vmap`` handles the function: its primitive's batching rule, a refusal (the
+    output shape depends on the data), or, for a composite, the rules of the primitives it
+    calls."""
+    if is_primitive:
+        if name in rules:
+            return VMAP_RULE
+        if name in unbatchable:
+            return VMAP_ERROR
+        return "—"
+    if name in composites:
+        return VMAP_PARTS
+    return "—"
+
+
 def summary(table: list[dict[str, str]]) -> str:
     count = {k: sum(r["kind"] == k for r in table) for k in ("diff", "zero", "declared", "missing")}
+    vm = {k: sum(r["vmap"] == k for r in table) for k in (VMAP_RULE, VMAP_ERROR)}
     return (f"**{len(table)} functions** of the standard: {count['diff']} differentiable, "
             f"{count['zero']} with a zero gradient, {count['declared']} non-differentiable "
-            f"(declared), {count['missing']} missing.")
+            f"(declared), {count['missing']} missing. Under `xg.vmap`: {vm[VMAP_RULE]} with a "
+            f"batching rule, {vm[VMAP_ERROR]} refused (data-dependent output shape).")
 
 
 def render() -> str:
@@ -111,15 +135,23 @@ def render() -> str:
         "`linalg.matmul`, `linalg.matrix_transpose`, `linalg.tensordot` and `linalg.vecdot` are",
         "the main namespace's functions.",
         "",
+        "*vmap*: how [`xg.vmap`](concepts/vmap.md) handles the function on a batched value.",
+        "*rule*: it has a batching rule, which runs it once on the whole batch. *error",
+        "(data-dependent)*: its output shape would depend on the values (`nonzero`,",
+        "`unique_*`), so it raises a clear error inside vmap. *via parts*: a composite,",
+        "batched by the rules of the functions it is made of. *—*: no batching rule yet (it",
+        "raises naming the function), or not a primitive: the creation functions and dtype",
+        "queries read only a shape or a dtype, which a batched value has (its example's).",
+        "",
         summary(table),
         "",
-        "| function | chapter | status | reverse rule | forward rule | second order | verified on |",
-        "|---|---|---|---|---|---|---|",
+        "| function | chapter | status | reverse rule | forward rule | second order | vmap | verified on |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         status = r["status"].replace("|", "\\|")
         lines.append(f"| `{r['name']}` | {r['chapter']} | {status} | {r['reverse']} | {r['forward']} "
-                     f"| {r['order2']} | {r['verified']} |")
+                     f"| {r['order2']} | {r['vmap']} | {r['verified']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,12 +10,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from . import _vmap_rules  # noqa: F401 - registers the batching rules
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
 from .functional import _DEPTH, _leaves, _rebuild, _seq, _tree_map
-from . import _vmap_rules  # noqa: F401 - registers the batching rules
 
 __all__ = ["vmap"]
 
@@ -287,14 +287,14 @@ def _exit(o: Any, ax: Any, level: Level, outer: tuple[Level, ...], st: tuple[Lev
     else:
         inner = lift(o, outer) if Ko or isinstance(o, Batched) else (o if isinstance(o, Tensor) else _wrap(o))
         s = tuple(inner.shape)
-        phys = apply(PRIMITIVES["reshape"], (inner,), {"shape": s[:Ko] + (1,) + s[Ko:]})
+        phys = apply(PRIMITIVES["reshape"], (inner,), {"shape": (*s[:Ko], 1, *s[Ko:])})
     s = tuple(phys.shape)
     n = len(s) - Ko - 1
     if not -(n + 1) <= ax <= n:
         msg = f"vmap: out_axes {ax} is out of bounds for output {k}, of rank {n} (the mapped axis makes it {n + 1})"
         raise XpgradValueError(msg)
     if s[Ko] != level.size:
-        phys = apply(PRIMITIVES["broadcast_to"], (phys,), {"shape": s[:Ko] + (level.size,) + s[Ko + 1:]})
+        phys = apply(PRIMITIVES["broadcast_to"], (phys,), {"shape": (*s[:Ko], level.size, *s[Ko + 1:])})
     phys = _moveaxis(phys, Ko, Ko + ax % (n + 1))
     return from_phys(phys, outer)
 

@@ -6,5 +6,16 @@ the keyword parameters and ``K``, and returns the physical output with ``K`` lea
 batch axes. Rules call primitives on physical values, so what they do is on the tape.
 """
 
-from . import creation, elementwise, fft, indexing, linalg, manipulation, nn, reductions, searching, set_functions  # noqa: F401 - they register rules
-from . import matmul  # noqa: F401, I001 - last: its rule replaces linalg's
+from . import (  # noqa: F401 - they register rules
+    creation,
+    elementwise,
+    fft,
+    indexing,
+    linalg,
+    manipulation,
+    matmul,
+    nn,
+    reductions,
+    searching,
+    set_functions,
+)

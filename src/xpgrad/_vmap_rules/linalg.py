@@ -21,11 +21,11 @@ def _matmul(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], 
     sq1 = sq2 = False
     if b1 and lndim(x1, b1, K) == 1:
         s = tuple(x1.shape)
-        x1 = op("reshape", x1, shape=s[:K] + (1,) + s[K:])
+        x1 = op("reshape", x1, shape=(*s[:K], 1, *s[K:]))
         sq1 = True
     if b2 and lndim(x2, b2, K) == 1:
         s = tuple(x2.shape)
-        x2 = op("reshape", x2, shape=s + (1,))
+        x2 = op("reshape", x2, shape=(*s, 1))
         sq2 = True
     r = max(max(lndim(x1, b1, K), 2), max(lndim(x2, b2, K), 2))
     if b1:

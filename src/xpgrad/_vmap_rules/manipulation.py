@@ -29,6 +29,7 @@ def _expand_dims(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, A
     x = xs[0]
     axis = kw["axis"]
     n = len(x.shape) - K
+    new: Any
     if isinstance(axis, (tuple, list)):
         m = n + len(axis)
         new = tuple(shift_axis(prim.name, a, m, K) for a in axis)

@@ -23,7 +23,7 @@ def _fold_right(prim: Primitive, a: Any, x: Any) -> Any:
     lead, n, k = s[:-2], s[-2], s[-1]
     cols = op("reshape", op("moveaxis", x, source=-2, destination=0), shape=(n, math.prod(lead) * k))
     y = apply(prim, (a, cols), {})
-    m = tuple(y.shape)[0]
+    m = next(iter(y.shape))
     return op("moveaxis", op("reshape", y, shape=(m, *lead, k)), source=0, destination=-2)
 
 
@@ -53,7 +53,7 @@ def matmul_rule(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     sq1 = sq2 = False
     if b1 and n1 == 1:
         s = tuple(x1.shape)
-        x1 = op("reshape", x1, shape=s[:K] + (1,) + s[K:])
+        x1 = op("reshape", x1, shape=(*s[:K], 1, *s[K:]))
         sq1 = True
     if b2 and n2 == 1:
         x2 = op("reshape", x2, shape=(*tuple(x2.shape), 1))

@@ -19,7 +19,7 @@ from ..autograd._core import Primitive, apply
 from ._util import full, op
 
 
-def _softmax_cross_entropy(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+def _softmax_cross_entropy(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     ys = full(xs, bs, K)  # (the logits and the constants q, qsum, den: each example its own)
     x, q, qsum = ys[:3]
     reduction = kw["reduction"]

@@ -41,7 +41,7 @@ def _arg_extremum(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, 
     axis = kw.get("axis")
     if axis is not None:
         return apply(prim, xs, {**kw, "axis": shift_axis(prim.name, axis, n, K)})
-    flat = op("reshape", x, shape=s[:K] + (-1,))
+    flat = op("reshape", x, shape=(*s[:K], -1))
     out = apply(prim, (flat,), {**kw, "axis": K, "keepdims": False})
     if kw.get("keepdims"):
         out = op("reshape", out, shape=tuple(out.shape) + (1,) * n)

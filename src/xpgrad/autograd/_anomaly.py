@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .._dtypes import is_float
@@ -198,7 +198,7 @@ def check_backward(node: Any, i: int, xp: Any, g: Any, gi: Any) -> None:
     raise AnomalyError(msg)
 
 
-def check_tangents(name: str, xp: Any, level: int, args: tuple[Any, ...], outs: tuple[Any, ...]) -> None:
+def check_tangents(name: str, xp: Any, level: int, args: Sequence[Any], outs: tuple[Any, ...]) -> None:
     """Raise if an output's tangent of ``level`` holds a NaN that no input's tangent held."""
     for o in outs:
         if o._fw and has_nan(xp, o._fw.get(level)):

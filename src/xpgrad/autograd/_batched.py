@@ -148,8 +148,9 @@ class Batched(Tensor):
 
     # ------------------------------------------------------------------ what it is
     @property  # type: ignore[override]
-    def data(self) -> Any:  # noqa: D102
-        raise _concrete(".data")
+    def data(self) -> Any:
+        msg = ".data"
+        raise _concrete(msg)
 
     @property
     def dtype(self) -> Any:
@@ -173,16 +174,20 @@ class Batched(Tensor):
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        raise _unsupported("requires_grad")
+        msg = "requires_grad"
+        raise _unsupported(msg)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        raise _unsupported("requires_grad_")
+        msg = "requires_grad_"
+        raise _unsupported(msg)
 
     def register_hook(self, hook: Any) -> Any:
-        raise _unsupported("register_hook")
+        msg = "register_hook"
+        raise _unsupported(msg)
 
     def retain_grad(self) -> None:
-        raise _unsupported("retain_grad")
+        msg = "retain_grad"
+        raise _unsupported(msg)
 
     @property
     def grad_fn(self) -> Any:
@@ -216,43 +221,56 @@ class Batched(Tensor):
 
     # ------------------------------------------------------------------ no single value
     def item(self) -> Any:
-        raise _concrete("item")
+        msg = "item"
+        raise _concrete(msg)
 
     def tolist(self) -> Any:
-        raise _concrete("tolist")
+        msg = "tolist"
+        raise _concrete(msg)
 
     def numpy(self) -> Any:
-        raise _concrete("numpy")
+        msg = "numpy"
+        raise _concrete(msg)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
-        raise _concrete("__array__")
+        msg = "__array__"
+        raise _concrete(msg)
 
     def __bool__(self) -> bool:
-        raise _concrete("bool")
+        msg = "bool"
+        raise _concrete(msg)
 
     def __int__(self) -> int:
-        raise _concrete("int")
+        msg = "int"
+        raise _concrete(msg)
 
     def __float__(self) -> float:
-        raise _concrete("float")
+        msg = "float"
+        raise _concrete(msg)
 
     def __complex__(self) -> complex:
-        raise _concrete("complex")
+        msg = "complex"
+        raise _concrete(msg)
 
     def __index__(self) -> int:
-        raise _concrete("__index__")
+        msg = "__index__"
+        raise _concrete(msg)
 
     def __dlpack__(self, *args: Any, **kw: Any) -> Any:
-        raise _concrete("__dlpack__")
+        msg = "__dlpack__"
+        raise _concrete(msg)
 
     def __copy__(self) -> Tensor:
-        raise _unsupported("copy")
+        msg = "copy"
+        raise _unsupported(msg)
 
     def __deepcopy__(self, memo: dict[Any, Any]) -> Tensor:
-        raise _unsupported("deepcopy")
+        msg = "deepcopy"
+        raise _unsupported(msg)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise _unsupported("pickle")
+        msg = "pickle"
+        raise _unsupported(msg)
 
     def __len__(self) -> int:
         s = self.shape
@@ -350,7 +368,7 @@ def _check_levels(b: Batched, func: str) -> tuple[Level, ...]:
     return st
 
 
-def _reshape(t: Any, shape: tuple[int, ...]) -> Any:
+def _reshape(t: Any, shape: tuple[Any, ...]) -> Any:
     return apply(PRIMITIVES["reshape"], (t,), {"shape": shape})
 
 

@@ -399,7 +399,7 @@ def _bind_batched(cls: type, vmap_apply: Any) -> None:
     _vmap_apply = vmap_apply
 
 
-def apply(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed."""
     if prim.fast:
         n = len(args)
@@ -453,7 +453,7 @@ def _all_float(out: Any, multi: bool) -> bool:
     return is_float(out.dtype)
 
 
-def _wrap_view(prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any], o: Any, node: Any, oidx: int,
+def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any, node: Any, oidx: int,
                j: int) -> Any:
     """Wrap output ``j`` of a ``view`` primitive: sharing the counter of the argument it aliases.
 
@@ -695,7 +695,7 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
     return t
 
 
-def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
+def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
             kw: dict[str, Any], out: Any) -> Any:
     # the general case: any number of arguments, several outputs, views
     node = _new_node(prim, xp, kw)
@@ -755,7 +755,7 @@ def _record(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: Any,
 
 
 # ---------------------------------------------------------------------- forward mode
-def _forward(prim: Primitive, xp: ModuleType, args: tuple[Any, ...], datas: list[Any],
+def _forward(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any],
              kw: dict[str, Any], out: Any, res: Any) -> None:
     """The rest of :func:`apply` with forward levels open: attach the outputs' tangents."""
     active = FWD_LEVELS.get()
@@ -787,7 +787,7 @@ def _needs_tape(t: Any, below: tuple[int, ...]) -> bool:
     return bool(fw) and any(lv in below for lv in fw)
 
 
-def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...], args: tuple[Any, ...],
+def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...], args: Sequence[Any],
              datas: list[Any], kw: dict[str, Any], out: Any, outs: tuple[Any, ...]) -> None:
     """Compute and attach the outputs' tangent of ``level``."""
     below = tuple(lv for lv in active if lv < level)

@@ -235,10 +235,11 @@ Run them with `nox -s bench` (a fresh virtualenv with the `bench` extra) or
 For hessian, jacobian and per_example: torch is `torch.func` (`hessian`, `jacrev`,
 `vmap(grad(loss), in_dims=(None, 0, 0))`), jax and jax-jit `jax.hessian`, `jax.jacrev` and
 `jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))` (jax-jit compiles the whole transform),
-autograd `autograd.hessian` and `autograd.jacobian`, xpgrad `xg.hessian` and `xg.jacrev`
-as they are. Without a vmap, per_example is a Python loop of one gradient per example
-(autograd, mygrad, and xpgrad until `xg.vmap` lands); mygrad's jacobian is one backward pass
-per output row, and it has no higher-order derivatives (its hessian is reported unsupported).
+autograd `autograd.hessian` and `autograd.jacobian`, xpgrad `xg.hessian`, `xg.jacrev` and
+`xg.vmap(xg.grad(loss), in_axes=(None, 0, 0))` (one batched pass each, as torch.func's).
+Without a vmap, per_example is a Python loop of one gradient per example (autograd,
+mygrad); mygrad's jacobian is one backward pass per output row, and it has no
+higher-order derivatives (its hessian is reported unsupported).
 
 ## Method
 

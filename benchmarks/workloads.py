@@ -57,8 +57,8 @@ SPECS = {
     "per_example": Workload("per_example", "ms", 1,
                             "per-example gradients (w.r.t. w and b) of the logistic loss "
                             "logaddexp(0, x.w + b) - y (x.w + b), 256 examples x 50 features, float64: "
-                            "vmap(grad(loss), in_axes=(None, 0, 0)) in torch.func and JAX; a Python loop "
-                            "over the examples elsewhere (xpgrad: loop until xg.vmap lands)"),
+                            "vmap(grad(loss), in_axes=(None, 0, 0)) in torch.func, JAX and xpgrad; a Python loop "
+                            "over the examples elsewhere (autograd, mygrad)"),
 }
 
 

@@ -24,8 +24,10 @@ from .conftest import examples_for
 from .test_rules import ALL_CASES, _params, _xfail
 
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
-UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values", "getitem_bool",
-               "bool_mask_getitem"}
+UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+#: case -> arguments that vmap must not map: mapped, the output shape would depend on the data
+#: (a batched boolean mask; tests/test_vmap_indexing.py checks the error)
+UNMAPPED = {"getitem_bool_mask": (1,)}
 
 
 def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
@@ -90,6 +92,8 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     for lvl in reversed(range(len(sizes))):  # (an outer level sees the inner levels' axes)
         for i in range(nargs):
             n = len(shapes[i]) + sum(axes[inner][i] is not None for inner in range(lvl + 1, len(sizes)))
+            if i in UNMAPPED.get(case.name, ()):
+                continue
             axes[lvl][i] = data.draw(st.one_of(st.none(), st.integers(-(n + 1), n)), label=f"axis {i}")
 
     # build per level: innermost stacks first

@@ -220,7 +220,10 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
     level = Level(size)
     Ko = len(outer)
     with open_level(level) as st:
-        mapped = [x if ax is None else _enter(x, ax, outer, st) for x, ax in zip(leaves, norm)]
+        # (raw mode: an unmapped backend array is passed as a Tensor too, so that it can be
+        # indexed by a batched index array, which a backend array's own indexing refuses)
+        mapped = [(_wrap(x) if raw and _is_array(x) else x) if ax is None else _enter(x, ax, outer, st)
+                  for x, ax in zip(leaves, norm)]
         it = iter(mapped)
         new_args = tuple(_tree_map(lambda _: next(it), a) for a in args)
         new_kwargs = {k: _tree_map(lambda _: next(it), v) for k, v in kwargs.items()}

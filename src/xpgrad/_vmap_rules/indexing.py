@@ -265,6 +265,19 @@ def _dask_loop(phys: Any, lay: _Layout, st: tuple[Any, ...], K: int) -> Any:
 
 
 # ---------------------------------------------------------------- setitem (out of place)
+def _widen(phys: Any, K: int, *groups: list[Any]) -> Any:
+    """``phys`` broadcast along the batch axes on which an array of ``groups`` is larger."""
+    sizes = list(phys.shape[:K])
+    for g in groups:
+        for a in g:
+            for lv in range(K):
+                if a.shape[lv] != 1:
+                    sizes[lv] = a.shape[lv]
+    if tuple(sizes) == tuple(phys.shape[:K]):
+        return phys
+    return op("broadcast_to", phys, shape=tuple(sizes) + tuple(phys.shape[K:]))
+
+
 def _as_tensor(v: Any) -> Any:
     if isinstance(v, Tensor) or not _is_arr(v):
         return v
@@ -285,9 +298,9 @@ def batched_setitem(x: Any, value: Any, key: Any) -> Tensor:
     if mask is not None:
         return from_phys(_set_mask(phys, vphys, vb, mask, st, K, n), st)  # type: ignore[no-any-return]
     _check_masks(parts, "setitem")
-    key_batched = any(isinstance(k, Batched) for k in parts)
-    if vb or key_batched:  # every example writes into its own copy of x
-        phys = full([phys], [True], K)[0]
+    # every example that writes something of its own writes into its own copy of x (only the
+    # levels along which the value or the key varies: x keeps a size-1 axis elsewhere)
+    phys = _widen(phys, K, [vphys] if vb else [], [lift(k, st) for k in parts if isinstance(k, Batched)])
     basic = all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in parts)
     lay = _Layout(parts, n, _is_torch(phys.data), "setitem")
     if vb:
@@ -331,7 +344,7 @@ def _set_mask(phys: Any, vphys: Any, vb: bool, mask: Any, st: tuple[Any, ...], K
     if isinstance(mask, Batched):
         raise XpgradValueError(_MASK_MSG.format(name="setitem"))
     if vb:
-        phys = full([phys], [True], K)[0]
+        phys = _widen(phys, K, [vphys], [])
         v = _batch_last(pad(vphys, K, n - r + 1), K)
     else:
         v = vphys

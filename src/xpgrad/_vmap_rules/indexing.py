@@ -7,7 +7,7 @@ that broadcasts with the key's own index arrays (batched ones keep their batch a
 in front, padded to the rank of the broadcast index shape), so each example gathers
 from its own slot; the result's axes are then put in the example's order: the
 backends place the broadcast index axes first when the key's advanced indices are not
-adjacent (NumPy's rule; PyTorch does not count Python ints as advanced indices). A
+adjacent (NumPy's rule; PyTorch and Dask do not count Python ints as advanced indices). A
 lone boolean mask moves the batch axes to the end instead (array-api-strict allows a
 mask only as the sole index). A batched boolean mask would select a different number
 of elements per example: an error, as in JAX (``xg.where`` is the batchable form).
@@ -47,8 +47,10 @@ def _is_mask(k: Any) -> bool:
     return dtype_name(k.dtype) == "bool"
 
 
-def _is_torch(x: Any) -> bool:
-    return bool(array_api_compat.is_torch_array(x))
+def _ints_basic(x: Any) -> bool:
+    """Whether the backend of ``x`` applies Python ints in a key before its index arrays
+    (PyTorch, Dask), so that they never separate the index arrays (NumPy counts them)."""
+    return bool(array_api_compat.is_torch_array(x) or array_api_compat.is_dask_array(x))
 
 
 def _is_dask(x: Any) -> bool:
@@ -225,7 +227,7 @@ def batched_getitem(x: Any, key: Any) -> Tensor:
         out = op("getitem", _batch_last(phys, K), key=mask)
         return from_phys(_batch_first(out, K), st)  # type: ignore[no-any-return]
     raw = phys.data
-    lay = _Layout(parts, n, _is_torch(raw), "getitem")
+    lay = _Layout(parts, n, _ints_basic(raw), "getitem")
     batched = any(isinstance(k, Batched) for k in lay.items)
     if _is_dask(raw):
         # Dask indexes with one integer array at most: batch axes as full slices, or one
@@ -302,7 +304,7 @@ def batched_setitem(x: Any, value: Any, key: Any) -> Tensor:
     # levels along which the value or the key varies: x keeps a size-1 axis elsewhere)
     phys = _widen(phys, K, [vphys] if vb else [], [lift(k, st) for k in parts if isinstance(k, Batched)])
     basic = all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in parts)
-    lay = _Layout(parts, n, _is_torch(phys.data), "setitem")
+    lay = _Layout(parts, n, _ints_basic(phys.data), "setitem")
     if vb:
         vphys = pad(vphys, K, lay.ndim)
     elif _is_arr(vphys) and len(vphys.shape) > 0 and not basic:

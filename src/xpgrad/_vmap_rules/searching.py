@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._dispatch import _raw, backend_namespace
 from .._dtypes import kind
 from .._exceptions import XpgradValueError
 from ..autograd._batched import RULES, UNBATCHABLE
@@ -63,7 +64,12 @@ def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, 
         hit = op("less_equal", a, v)
         if floating:  # ... and after every element
             hit = op("logical_or", hit, op("isnan", v) if is_array(v) else op("isnan", a))
-    out = op("sum", hit, axis=-1)
+    # the dtype searchsorted gives on this backend (JAX: int32 even with 64-bit types enabled)
+    raw = _raw(x1)
+    bxp = backend_namespace(raw)
+    one = bxp.reshape(raw, (-1,))[:1]
+    dt = bxp.searchsorted(one, one).dtype
+    out = op("sum", op("astype", hit, dtype=dt), axis=-1, dtype=dt)
     if not bs[1] and not is_array(x2):
         return out
     return pad(out, K, r)

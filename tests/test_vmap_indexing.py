@@ -77,7 +77,7 @@ def test_getitem_batched_index_arrays(backend: Any, name: str, key: Any, slices:
     x = RNG.standard_normal((3, 4, 5, 4))
     i = RNG.integers(-4, 4, (3, 2))
     j = RNG.integers(-2, 2, (3, 2))
-    f = lambda x, i, j: x[key(i, j)]  # noqa: E731
+    f = lambda x, i, j: x[key(i, j)]
     got = xg.vmap(f)(_t(backend, x), _t(backend, i), _t(backend, j))
     _close(got, _loop(backend, f, x, i, j), backend)
     # x unbatched (in_axes=None), the indices batched
@@ -332,7 +332,7 @@ def test_searchsorted(backend: Any, side: str) -> None:
     if nan:
         x1[1, -1] = np.nan
         x2[1, 1, 1] = np.nan
-    f = lambda a, v: xg.searchsorted(a, v, side=side)  # noqa: E731
+    f = lambda a, v: xg.searchsorted(a, v, side=side)
     want = _loop(backend, f, x1, x2)
     for axes in [(0, 0), (None, 0)]:
         args = (_t(backend, x1 if axes[0] == 0 else x1[0]), _t(backend, x2))
@@ -348,7 +348,7 @@ def test_searchsorted(backend: Any, side: str) -> None:
     # an unsorted x1 with its sorter, both batched
     perm = np.stack([RNG.permutation(6) for _ in range(3)])
     xs = np.take_along_axis(x1, np.argsort(perm, axis=1), axis=1)  # xs[perm] == x1
-    fs = lambda a, p, v: xg.searchsorted(a, v, side=side, sorter=p)  # noqa: E731
+    fs = lambda a, p, v: xg.searchsorted(a, v, side=side, sorter=p)
     got = xg.vmap(fs)(_t(backend, xs), _t(backend, perm), _t(backend, x2))
     np.testing.assert_array_equal(_np(backend, got), _loop(backend, fs, xs, perm, x2))
 
@@ -370,7 +370,7 @@ def test_nonzero_raises(backend: Any) -> None:
 def test_isin(backend: Any, invert: bool) -> None:
     x1 = RNG.integers(0, 5, (3, 2, 4))
     x2 = RNG.integers(0, 5, (3, 3))
-    f = lambda a, b: xg.isin(a, b, invert=invert)  # noqa: E731
+    f = lambda a, b: xg.isin(a, b, invert=invert)
     for axes in [(0, 0), (None, 0), (0, None)]:
         a = x1 if axes[0] == 0 else x1[0]
         b = x2 if axes[1] == 0 else x2[0]

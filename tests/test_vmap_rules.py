@@ -118,9 +118,9 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
             ax = axes[lvl][i]
             if ax is None:
                 if total:
-                    return sum(rec(lvl + 1, idx + (b,)) for b in range(sizes[lvl]))  # type: ignore[return-value]
-                return rec(lvl + 1, idx + (0,))
-            return np.stack([rec(lvl + 1, idx + (b,)) for b in range(sizes[lvl])], axis=ax)
+                    return sum(rec(lvl + 1, (*idx, b)) for b in range(sizes[lvl]))  # type: ignore[return-value]
+                return rec(lvl + 1, (*idx, 0))
+            return np.stack([rec(lvl + 1, (*idx, b)) for b in range(sizes[lvl])], axis=ax)
 
         return rec(0, ())
 

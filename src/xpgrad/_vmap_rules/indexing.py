@@ -13,6 +13,8 @@ mask only as the sole index). A batched boolean mask would select a different nu
 of elements per example: an error, as in JAX (``xg.where`` is the batchable form).
 """
 
+# ruff: noqa: N803 - K (the number of batch axes) and A (the index rank), as in the other rules
+
 from __future__ import annotations
 
 import math
@@ -377,7 +379,7 @@ def _take(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K:
     s = tuple(xf.shape)
     m = int(idx.shape[-1])
     ii = op("reshape", idx, shape=tuple(idx.shape[:K]) + (1,) * (ax - K) + (m,) + (1,) * (len(s) - ax - 1))
-    ii = op("broadcast_to", ii, shape=s[:ax] + (m,) + s[ax + 1:])
+    ii = op("broadcast_to", ii, shape=(*s[:ax], m, *s[ax + 1:]))
     return op("take_along_axis", xf, ii, axis=ax)
 
 

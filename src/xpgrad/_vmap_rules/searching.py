@@ -28,7 +28,7 @@ UNBATCHABLE["nonzero"] = (
 )
 
 
-def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
     x1, x2 = xs[0], xs[1]
     sorter = xs[2] if len(xs) > 2 else None
     n1 = len(x1.shape) - K if bs[0] else len(x1.shape)
@@ -36,7 +36,7 @@ def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, 
         msg = f"searchsorted: x1 must be one-dimensional, got {n1} dimensions (inside vmap)"
         raise XpgradValueError(msg)
     if not bs[0] and not (sorter is not None and bs[2]):  # one sorted x1: x2 of any shape
-        return apply(prim, xs, kw)
+        return apply(prim, tuple(xs), kw)
     if sorter is not None:
         x1, sorter = full([x1, sorter], [bs[0], bs[2]], K)
         x1 = op("take_along_axis", x1, sorter, axis=K)

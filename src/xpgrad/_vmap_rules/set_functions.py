@@ -20,10 +20,10 @@ for _name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
     )
 
 
-def _isin(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+def _isin(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
     x1, x2 = xs
     if not bs[1]:
-        return apply(prim, xs, kw)
+        return apply(prim, tuple(xs), kw)
     s2 = tuple(x2.shape)
     if bs[0]:
         r = len(x1.shape) - K

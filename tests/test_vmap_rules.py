@@ -24,8 +24,14 @@ from .conftest import examples_for
 from .test_rules import ALL_CASES, _params, _xfail
 
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
-UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values", "getitem_bool",
-               "bool_mask_getitem"}
+UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+#: case -> arguments that vmap must not map: mapped, the output shape would depend on the data
+#: (a batched boolean mask; tests/test_vmap_indexing.py checks the error)
+UNMAPPED = {"getitem_bool_mask": (1,)}
+#: case -> the argument it updates in place: vmap refuses an in-place update of a value
+#: not mapped along a level by one that is (the updated value would become batched;
+#: tests/test_vmap_indexing.py checks the error), so it is mapped wherever another is
+INPLACE = {"setitem_basic": 0, "setitem_negative_step": 0, "setitem_int_array": 0, "setitem_bool_mask": 0}
 
 
 def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
@@ -88,9 +94,17 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     # per level (outer first) and argument: the axis the batch goes in, or None
     axes: list[list[Any]] = [[None] * nargs for _ in sizes]
     for lvl in reversed(range(len(sizes))):  # (an outer level sees the inner levels' axes)
-        for i in range(nargs):
+        target = INPLACE.get(case.name)
+        order = [i for i in range(nargs) if i != target] + ([] if target is None else [target])
+        for i in order:
             n = len(shapes[i]) + sum(axes[inner][i] is not None for inner in range(lvl + 1, len(sizes)))
-            axes[lvl][i] = data.draw(st.one_of(st.none(), st.integers(-(n + 1), n)), label=f"axis {i}")
+            if i in UNMAPPED.get(case.name, ()):
+                continue
+            mapped_ax = st.integers(-(n + 1), n)
+            if i == target and any(axes[lvl][j] is not None for j in range(nargs) if j != i):
+                axes[lvl][i] = data.draw(mapped_ax, label=f"axis {i}")
+            else:
+                axes[lvl][i] = data.draw(st.one_of(st.none(), mapped_ax), label=f"axis {i}")
 
     # build per level: innermost stacks first
     def build_arg(i: int, per_example: Any = None, total: bool = False) -> np.ndarray:

@@ -220,8 +220,8 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
     level = Level(size)
     Ko = len(outer)
     with open_level(level) as st:
-        # (an unmapped raw array becomes a constant Tensor: raw_array * batched then works on
-        # every library, as it does for Tensors)
+        # (an unmapped raw array becomes a constant Tensor: raw_array * batched and
+        # raw_array[batched_index] then work on every library, as they do for Tensors)
         mapped = [(_wrap(x) if _is_array(x) and not isinstance(x, Tensor) else x) if ax is None
                   else _enter(x, ax, outer, st) for x, ax in zip(leaves, norm)]
         it = iter(mapped)

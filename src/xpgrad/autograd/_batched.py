@@ -323,6 +323,9 @@ class Batched(Tensor):
 
 
 def _batches_self(name: str, k: int) -> XpgradValueError:
+    from ._tensor import _INPLACE_NAMES
+
+    name = _INPLACE_NAMES.get(name, name)
     return XpgradValueError(
         f"{name}: an in-place update of a value that does not vary along a vmap level, by one that "
         "does, would make the updated value batched; vmap cannot do that in place: write it out of "

@@ -59,6 +59,13 @@ def _check_grad_dtype(data: Any, func: str) -> None:
         raise XpgradTypeError(msg)
 
 
+def _batched_key(key: Any) -> bool:
+    """Whether a key holds a value batched by vmap (its index arrays differ per example)."""
+    if isinstance(key, tuple):
+        return any(isinstance(k, _core.Batched) for k in key)
+    return isinstance(key, _core.Batched)
+
+
 def _unwrap_key(key: Any) -> Any:
     if isinstance(key, Tensor):
         return key.data
@@ -619,11 +626,16 @@ class Tensor:
         return apply2(PRIMITIVES["greater_equal"], self, o, _NOKW)
 
     def __getitem__(self, key: Any) -> Tensor:
+        if _core._vmap_open and _batched_key(key):  # (a batched index array: each example its own)
+            from ._batched import getitem
+
+            return getitem(self, key)
         return _op("getitem", self, key=_unwrap_key(key))
 
     # ------------------------------------------------------------------ in place
     def __setitem__(self, key: Any, value: Any) -> None:
-        key = _unwrap_key(key)
+        if not (_core._vmap_open and _batched_key(key)):
+            key = _unwrap_key(key)
         self._inplace("setitem", value, key)
 
     def _inplace(self, name: str, other: Any, key: Any = None) -> Tensor:
@@ -639,6 +651,11 @@ class Tensor:
         a saved copy of the old value is detected. Either way an update that would
         change the tensor's shape or kind of dtype is refused, with nothing changed.
         """
+        if _core._vmap_open and (isinstance(other, _core.Batched) or (name == "setitem" and _batched_key(key))):
+            # a batched value (or key) written into a value that vmap does not batch
+            from ._batched import _batches_self
+
+            raise _batches_self(name, 0)
         # a value that requires grad written into an integer tensor (t[i] = v) is cast,
         # and the tensor stays a constant, as in PyTorch
         other_rg = isinstance(other, Tensor) and other._requires_grad and (name != "setitem" or is_float(self.data.dtype))

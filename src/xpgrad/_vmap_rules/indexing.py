@@ -13,7 +13,7 @@ mask only as the sole index). A batched boolean mask would select a different nu
 of elements per example: an error, as in JAX (``xg.where`` is the batchable form).
 """
 
-# ruff: noqa: N803 - K (the number of batch axes) and A (the index rank), as in the other rules
+
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ UNBATCHABLE["nonzero"] = (
 )
 
 
-def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     x1, x2 = xs[0], xs[1]
     sorter = xs[2] if len(xs) > 2 else None
     n1 = len(x1.shape) - K if bs[0] else len(x1.shape)

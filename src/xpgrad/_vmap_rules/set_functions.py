@@ -20,7 +20,7 @@ for _name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
     )
 
 
-def _isin(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+def _isin(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     x1, x2 = xs
     if not bs[1]:
         return apply(prim, tuple(xs), kw)

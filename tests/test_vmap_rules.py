@@ -26,6 +26,9 @@ from .test_rules import ALL_CASES, _params, _xfail
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
 UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values", "getitem_bool",
                "bool_mask_getitem"}
+#: case -> the arguments that stay unbatched (in_axes None): batched, they would make the output's
+#: shape depend on each example's data (a batched ``repeats`` array; the error: tests/test_vmap_misc.py)
+UNMAPPED = {"repeat_array_axis0": (1,), "repeat_array_last": (1,), "repeat_array_flat": (1,), "repeat_array_one": (1,)}
 
 
 def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
@@ -90,6 +93,8 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     for lvl in reversed(range(len(sizes))):  # (an outer level sees the inner levels' axes)
         for i in range(nargs):
             n = len(shapes[i]) + sum(axes[inner][i] is not None for inner in range(lvl + 1, len(sizes)))
+            if i in UNMAPPED.get(case.name, ()):
+                continue
             axes[lvl][i] = data.draw(st.one_of(st.none(), st.integers(-(n + 1), n)), label=f"axis {i}")
 
     # build per level: innermost stacks first

@@ -15,7 +15,7 @@ from typing import Any
 
 import array_api_compat
 
-from .._dispatch import backend_namespace
+from .._dispatch import _raw, backend_namespace
 from .._dtypes import DTYPES, DType, dtype_name, fast_name, real_dtype
 from .._dtypes import dtype as backend_dtype
 from .._dtypes import kind as dtype_kind
@@ -94,7 +94,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
         >>> xg.astype(xg.asarray([1.5]), "complex128")
         Tensor([1.5+0.j], dtype=complex128, device=cpu)
     """
-    data = x.data if isinstance(x, Tensor) else x
+    data = _raw(x) if isinstance(x, Tensor) else x  # (only its dtype, namespace and device: Batched too)
     xp = backend_namespace(data, func="astype")
     src_name = fast_name(data.dtype) or dtype_name(data.dtype)
     name = _name(dtype, "astype")

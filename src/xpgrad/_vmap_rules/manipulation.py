@@ -36,6 +36,7 @@ def _expand_dims(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, A
     x = xs[0]
     axis = kw["axis"]
     n = len(x.shape) - K
+    new: Any
     if isinstance(axis, (tuple, list)):
         m = n + len(axis)
         new = tuple(shift_axis(prim.name, a, m, K) for a in axis)
@@ -79,7 +80,7 @@ def _flat(x: Any, K: int) -> Any:
     s = tuple(x.shape)
     if len(s) == K + 1:
         return x
-    return op("reshape", x, shape=s[:K] + (-1,))
+    return op("reshape", x, shape=(*s[:K], -1))
 
 
 def _roll(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -89,7 +90,7 @@ def _roll(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K:
     if axis is None:  # the flattened example rolls, then takes its shape back
         out = apply(prim, (_flat(x, K),), {**kw, "axis": K})
         return op("reshape", out, shape=s) if len(s) != K + 1 else out
-    return apply(prim, xs, {**kw, "axis": shift_axes(prim.name, axis, len(s) - K, K)})
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axes(prim.name, axis, len(s) - K, K)})
 
 
 def _concat(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -98,18 +99,18 @@ def _concat(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], 
     if axis is None:  # each example's arrays flattened, then joined
         return apply(prim, tuple(_flat(y, K) for y in ys), {**kw, "axis": K})
     n = lndim(xs[bs.index(True)], True, K)
-    return apply(prim, ys, {**kw, "axis": shift_axis(prim.name, axis, n, K)})
+    return apply(prim, tuple(ys), {**kw, "axis": shift_axis(prim.name, axis, n, K)})
 
 
 def _stack(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     ys = full(xs, bs, K)
     n = lndim(xs[bs.index(True)], True, K)
-    return apply(prim, ys, {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n + 1, K)})
+    return apply(prim, tuple(ys), {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n + 1, K)})
 
 
 def _unstack(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     n = len(xs[0].shape) - K
-    return apply(prim, xs, {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n, K)})
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n, K)})
 
 
 def _repeat(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -123,7 +124,7 @@ def _repeat(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], 
     axis = kw.get("axis")
     if axis is None:
         return apply(prim, (_flat(x, K), repeats), {**kw, "axis": K})
-    return apply(prim, xs, {**kw, "axis": shift_axis(prim.name, axis, len(x.shape) - K, K)})
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axis(prim.name, axis, len(x.shape) - K, K)})
 
 
 def _tile(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -138,7 +139,7 @@ def _broadcast_arrays(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[s
     """Batched arguments padded to the largest rank: the batch axes then broadcast among themselves
     and the example's axes as the unbatched call would."""
     ys, _ = pad_all(xs, bs, K)
-    return apply(prim, ys, kw)
+    return apply(prim, tuple(ys), kw)
 
 
 RULES["roll"] = _roll

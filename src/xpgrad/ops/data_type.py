@@ -94,7 +94,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
         >>> xg.astype(xg.asarray([1.5]), "complex128")
         Tensor([1.5+0.j], dtype=complex128, device=cpu)
     """
-    data = _raw(x) if isinstance(x, Tensor) else x  # (only its dtype, namespace and device: Batched too)
+    data = _raw(x) if isinstance(x, Tensor) else x  # (a batched value's physical array: dtype and device only)
     xp = backend_namespace(data, func="astype")
     src_name = fast_name(data.dtype) or dtype_name(data.dtype)
     name = _name(dtype, "astype")

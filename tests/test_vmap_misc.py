@@ -30,13 +30,14 @@ def _vmapped(backend: Any, f: Any, *batch: np.ndarray, **kw: Any) -> np.ndarray:
 @pytest.mark.parametrize(
     "name",
     ["argsort", "argsort_desc", "sort_int", "all", "any_axis", "count_nonzero", "argmax_none", "argmin_none_keep",
-     "argmax_axis", "cumsum_1d_none", "clip", "where"],
+     "argmax_axis", "cumsum_1d_none", "clip", "where", "diff_unbatched_ends"],
 )
 def test_nondifferentiable_functions_match_loop(backend: Any, name: str) -> None:
     """Integer and boolean outputs (no gradient) of vmap equal the loop's: a wrong axis shift
     (the batch axis sorted, reduced or counted) changes the values or the shape."""
     x = np.round(RNG.normal(size=(4, 3, 5)), 1)
     xi = RNG.integers(-3, 4, size=(4, 3, 5))
+    pre = backend.asarray(RNG.integers(-3, 4, size=(3, 1)))
     fns: dict[str, tuple[Any, np.ndarray]] = {
         "argsort": (lambda a: xg.argsort(a, axis=0), x),
         "argsort_desc": (lambda a: xg.argsort(a, descending=True), x),
@@ -50,6 +51,8 @@ def test_nondifferentiable_functions_match_loop(backend: Any, name: str) -> None
         "cumsum_1d_none": (lambda a: xg.cumulative_sum(a, include_initial=True), x[:, 0]),
         "clip": (lambda a: xg.clip(a, -1, 2), xi),
         "where": (lambda a: xg.where(a > 0, a, 0), xi),
+        # unbatched ends joined to a batched x (they get the batch axes)
+        "diff_unbatched_ends": (lambda a: xg.diff(a, axis=1, n=2, prepend=pre, append=pre * -2), xi),
     }
     f, data = fns[name]
     got = _vmapped(backend, f, data)

@@ -26,8 +26,10 @@ from .test_rules import ALL_CASES, _params, _xfail
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
 UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
 #: case -> arguments that vmap must not map: mapped, the output shape would depend on the data
-#: (a batched boolean mask; tests/test_vmap_indexing.py checks the error)
-UNMAPPED = {"getitem_bool_mask": (1,)}
+#: (a batched boolean mask: tests/test_vmap_indexing.py checks the error; a batched ``repeats``
+#: array: tests/test_vmap_misc.py)
+UNMAPPED = {"getitem_bool_mask": (1,), "repeat_array_axis0": (1,), "repeat_array_last": (1,),
+            "repeat_array_flat": (1,), "repeat_array_one": (1,)}
 #: case -> the argument it updates in place: vmap refuses an in-place update of a value
 #: not mapped along a level by one that is (the updated value would become batched;
 #: tests/test_vmap_indexing.py checks the error), so it is mapped wherever another is
@@ -135,6 +137,9 @@ def _check(case: OpCase, complex_: bool, backend: Any, data: Any) -> None:
     inputs = [backend.asarray(build_arg(i)) for i in range(nargs)]
 
     def f(*a: Any) -> Any:
+        # as Tensors (asarray returns a batched value itself): xpgrad's functions run, in the loop and
+        # where vmap maps no argument, not the backend's own (Dask's reshape refuses what xpgrad's rechunks)
+        a = tuple(xg.asarray(v) for v in a)
         return case.fn(xg.array_namespace(*a), *a, **params)
 
     mapped = f

@@ -19,7 +19,7 @@ from typing import Any
 import array_api_compat
 
 from .._backends import LIBRARIES, load_namespace, namespace_devices, resolve_device
-from .._dispatch import backend_namespace
+from .._dispatch import _raw, backend_namespace
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
 from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
@@ -172,6 +172,12 @@ def _is_array(obj: Any) -> bool:
 
 def _unwrap_nested(obj: Any) -> Any:
     """Nested lists/tuples with Tensors inside: the Tensors' data (the result is a constant)."""
+    if isinstance(obj, Batched):
+        msg = (
+            "asarray: a nested sequence holds a value batched by vmap, which has no single array to "
+            "put in it; join batched values with xg.stack (or xg.concat)"
+        )
+        raise XpgradTypeError(msg)
     if isinstance(obj, Tensor):
         return obj.data
     if isinstance(obj, (list, tuple)):
@@ -199,6 +205,13 @@ def asarray(
     ``requires_grad`` is an xpgrad extension (keyword-only, after the standard's
     parameters).
 
+    Inside :func:`xpgrad.vmap`, a batched value is a Tensor like any other: with
+    nothing to change ``asarray`` returns it; ``dtype=``, ``copy=True`` and
+    ``device=`` cast, copy or move every example (``copy=False`` with a cast raises, as
+    for a Tensor). ``requires_grad=True`` on it raises (use ``xg.grad`` inside the
+    vmapped function), and so does a nested sequence holding batched values (use
+    ``xg.stack``).
+
     Examples:
         >>> import numpy as np, xpgrad as xg
         >>> xg.asarray([1, 2]).dtype, xg.asarray([1.0]).dtype
@@ -211,9 +224,10 @@ def asarray(
     """
     if isinstance(obj, Tensor):
         t = obj
-        if dtype is not None and dtype_name(dtype, func="asarray") != dtype_name(t.data.dtype):
+        raw = _raw(t)  # (its dtype, namespace and device; a batched value's physical array)
+        if dtype is not None and dtype_name(dtype, func="asarray") != dtype_name(raw.dtype):
             if copy is False:
-                msg = f"asarray: copy=False, but casting {dtype_name(t.data.dtype)} to {dtype_name(dtype)} needs a copy"
+                msg = f"asarray: copy=False, but casting {dtype_name(raw.dtype)} to {dtype_name(dtype)} needs a copy"
                 raise XpgradValueError(msg)
             from .data_type import astype
 
@@ -221,11 +235,11 @@ def asarray(
         elif copy:
             from .data_type import astype
 
-            t = astype(t, t.data.dtype, copy=True)
+            t = astype(t, raw.dtype, copy=True)
         if device is not None:
-            xp = backend_namespace(t.data, func="asarray")
+            xp = backend_namespace(raw, func="asarray")
             dev = resolve_device(xp, device, func="asarray")
-            if dev != array_api_compat.device(t.data):
+            if dev != array_api_compat.device(raw):
                 t = t.to_device(dev)
         if requires_grad:
             t.requires_grad_(True)
@@ -304,13 +318,21 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     """A Tensor of the policy's library from any object with ``__dlpack__`` (zero copy where possible).
 
     The policy's namespace consumes ``x`` (a Tensor gives its data); ``device=``
-    and ``copy=`` as in the standard. The result is a constant.
+    and ``copy=`` as in the standard. The result is a constant. A value batched by
+    :func:`xpgrad.vmap` has no single buffer: ``from_dlpack`` of it raises
+    XpgradTypeError (``asarray`` returns it).
 
     Examples:
         >>> import numpy as np, xpgrad as xg
         >>> xg.from_dlpack(np.arange(3.0))
         Tensor([0., 1., 2.], dtype=float64, device=cpu)
     """
+    if isinstance(x, Batched):
+        msg = (
+            "from_dlpack: the value is batched by vmap: it has no single buffer to import; inside the "
+            "vmapped function use xg.asarray (which returns it) instead"
+        )
+        raise XpgradTypeError(msg)
     data = x.data if isinstance(x, Tensor) else x
     _, xp, dev = _where(device, "from_dlpack")
     kw: dict[str, Any] = {}
@@ -384,10 +406,21 @@ def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex,
         Tensor([0.5], dtype=float32, device=cpu)
     """
     p, xp, dev = _where(device, "full")
+    _scalar_fill("full", fill_value)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data
     dt = _dt(dtype, xp, "full") if dtype is not None else _scalar_default(p, xp, fill_value)
     return _create("full", xp, dev, dt, xp.full, shape, fill_value)
+
+
+def _scalar_fill(func: str, fill_value: Any) -> None:
+    """Refuse a fill value batched by vmap (it differs per example: no single Python scalar)."""
+    if isinstance(fill_value, Batched):
+        msg = (
+            f"{func}: fill_value is batched by vmap (one value per example), but it must be a single "
+            "scalar; broadcast it instead (xg.broadcast_to(fill_value, shape), or x * 0 + fill_value)"
+        )
+        raise XpgradTypeError(msg)
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Tensor:
@@ -497,6 +530,7 @@ def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: A
     if isinstance(x, Batched):  # (the same for every example: built from the physical value)
         return from_phys(full_like(x._inner, fill_value, dtype=dtype, device=device), x._levels)  # type: ignore[no-any-return]
     xp, data, dt, dev = _like("full_like", x, dtype, device)
+    _scalar_fill("full_like", fill_value)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data
     return _create("full_like", xp, dev, dt, xp.full_like, data, fill_value)

@@ -18,6 +18,7 @@ from typing import Any
 
 import array_api_compat
 
+from .._dispatch import _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
@@ -110,7 +111,7 @@ def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
         >>> a.shape, b.shape
         ((2, 2), (2, 2))
     """
-    if not all(is_float((a.data if isinstance(a, Tensor) else a).dtype) for a in arrays):
+    if not all(is_float((_raw(a) if isinstance(a, Tensor) else a).dtype) for a in arrays):
         # one joint node would make a boolean or integer output require grad along with the
         # floating ones (array-api-extra broadcasts a mask with the values it selects)
         shape = broadcast_shapes(*(tuple(a.shape) for a in arrays))

@@ -530,7 +530,9 @@ def _native_reduction(xp: Any, name: str) -> Callable[..., Any] | None:
 
 def _torch_reduction(torch: Any, name: str) -> Callable[..., Any]:
     if name == "logsumexp":
-        return lambda x, axis, keepdims: torch.logsumexp(x, dim=_axes(x.ndim, axis), keepdim=keepdims)
+        # (torch reads dim=() as every axis; a reduction over no axis is x itself)
+        return lambda x, axis, keepdims: (torch.logsumexp(x, dim=dims, keepdim=keepdims)
+                                          if (dims := _axes(x.ndim, axis)) else x)
     g = getattr(torch, name)
 
     def one_axis(x: Any, axis: Any) -> Any:

@@ -242,6 +242,30 @@ def test_loop_of_100_steps_with_per_example_clipping() -> None:
     np.testing.assert_allclose(w1, w2, rtol=1e-12)
 
 
+@pytest.mark.parametrize("s1", [(3,), (2, 3), (5, 2, 3)])
+@pytest.mark.parametrize("s2", [(3,), (3, 4), (5, 3, 4)])
+@pytest.mark.parametrize("mapped", [(0, None), (None, 0), (0, 0), (1, -1)])
+def test_matmul_every_rank_and_mapping(s1: tuple[int, ...], s2: tuple[int, ...], mapped: tuple[Any, Any]) -> None:
+    """matmul's rule folds batches into one product where it can: every pairing of ranks
+    (1-D vectors included), with each operand mapped or not, against a loop; and vmap(grad)."""
+    rng = _rng(11)
+    B = 4
+    def batch(shape: tuple[int, ...], ax: Any) -> np.ndarray:
+        if ax is None:
+            return rng.standard_normal(shape)
+        return np.stack([rng.standard_normal(shape) for _ in range(B)], axis=ax % (len(shape) + 1))
+
+    a, b = batch(s1, mapped[0]), batch(s2, mapped[1])
+    take = [lambda arr, i, ax=ax: arr if ax is None else np.take(arr, i, axis=ax) for ax in mapped]
+    want = np.stack([np.matmul(take[0](a, i), take[1](b, i)) for i in range(B)])
+    np.testing.assert_allclose(xg.vmap(lambda x, y: x @ y, in_axes=mapped)(a, b), want, rtol=1e-12)
+    g = xg.vmap(xg.grad(lambda x, y: xg.sum(xg.sin(x @ y)), argnums=(0, 1)), in_axes=mapped)(a, b)
+    for k in range(B):
+        gk = xg.grad(lambda x, y: xg.sum(xg.sin(x @ y)), argnums=(0, 1))(take[0](a, k), take[1](b, k))
+        np.testing.assert_allclose(g[0][k], gk[0], rtol=1e-12)
+        np.testing.assert_allclose(g[1][k], gk[1], rtol=1e-12)
+
+
 # ---------------------------------------------------------------------- errors
 def test_errors_name_vmap_and_the_value() -> None:
     a3, a4 = np.ones((3, 2)), np.ones((4, 2))

@@ -66,7 +66,7 @@ def matmul_rule(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     if b1 and not b2 and n2 <= 2:  # (a vector x1 made a row)
         y = _fold_left(prim, x1, x2)
         s = tuple(y.shape)
-        return op("reshape", y, shape=s[:-2] + s[-1:] if n2 == 2 else s[:-2])
+        return op("reshape", y, shape=s[:-2] + s[-1:] if n2 == 2 else s[:-1])
     r = max(max(lndim(x1, b1, K), 2), max(lndim(x2, b2, K), 2))
     if b1:
         x1 = pad(x1, K, r)

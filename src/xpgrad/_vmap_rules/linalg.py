@@ -22,19 +22,21 @@ from ._util import check_ndim, is_array, lndim, op, pad, pad_all
 
 
 def _matmul(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
-    """A batched 1-D operand is made a row (x1) or a column (x2), and its axis dropped after."""
+    """A 1-D operand (batched or not, so that the backend never reads a batch axis as a matrix
+    axis) is made a row (x1) or a column (x2), and that axis is dropped after."""
     x1, x2 = xs
     b1, b2 = bs
-    sq1 = sq2 = False
-    if b1 and lndim(x1, b1, k) == 1:
+    for x, b in zip(xs, bs):
+        if b:
+            check_ndim(prim, x, k, 1)
+    sq1 = lndim(x1, b1, k) == 1
+    sq2 = lndim(x2, b2, k) == 1
+    if sq1:
         s = tuple(x1.shape)
-        x1 = op("reshape", x1, shape=(*s[:k], 1, *s[k:]))
-        sq1 = True
-    if b2 and lndim(x2, b2, k) == 1:
-        s = tuple(x2.shape)
-        x2 = op("reshape", x2, shape=(*s, 1))
-        sq2 = True
-    r = max(max(lndim(x1, b1, k), 2), max(lndim(x2, b2, k), 2))
+        x1 = op("reshape", x1, shape=(*s[:-1], 1, s[-1]))
+    if sq2:
+        x2 = op("reshape", x2, shape=(*x2.shape, 1))
+    r = max(lndim(x1, b1, k), lndim(x2, b2, k))
     if b1:
         x1 = pad(x1, k, r)
     if b2:
@@ -45,7 +47,7 @@ def _matmul(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], 
         if sq1 and sq2:
             s = s[:-2]
         elif sq1:
-            s = s[:-2] + s[-1:]
+            s = (*s[:-2], s[-1])
         else:
             s = s[:-1]
         out = op("reshape", out, shape=s)
@@ -118,6 +120,10 @@ def _rtol_stack(prim: Primitive, x: Any, k: int, rtol: Any, rb: bool) -> tuple[A
     new = rs[:k] + (1,) * (r - rn) + rs[k:] if rb else (1,) * (k + r - rn) + rs
     if new != rs:
         rtol = array_api_compat.array_namespace(rtol).reshape(rtol, new)
+    xs = tuple(x.shape)
+    stack = tuple(a if b == 1 else b for a, b in zip(xs[:-2], new))  # (NumPy's pinv needs x at the full stack shape)
+    if stack != xs[:-2]:
+        x = op("broadcast_to", x, shape=(*stack, *xs[-2:]))
     return x, rtol
 
 

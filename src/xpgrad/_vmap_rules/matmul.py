@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._exceptions import XpgradValueError
 from ..autograd._batched import RULES
 from ..autograd._core import Primitive, apply
 from ._util import lndim, op, pad
@@ -39,8 +40,9 @@ def matmul_rule(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     x1, x2 = xs
     b1, b2 = bs
     n1, n2 = lndim(x1, b1, K), lndim(x2, b2, K)
-    if n1 == 0 or n2 == 0:
-        return apply(prim, xs, kw)  # (the primitive's own error: matmul needs at least 1-D operands)
+    if n1 == 0 or n2 == 0:  # (the physical array of a batched 0-D example is 1-D: refuse it here)
+        msg = f"{prim.name}: operands must be at least 1-D, got {n1}-D and {n2}-D arrays (inside vmap)"
+        raise XpgradValueError(msg)
     if b1 and b2 and n1 == 1 and n2 == 1:  # a batch of dot products
         return op("sum", op("multiply", x1, x2), axis=-1)
     if b2 and not b1 and n1 <= 2 and n2 >= 2:

@@ -218,7 +218,8 @@ def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = No
     import array_api_compat
 
     if isinstance(like, Tensor):
-        data = like.data
+        inner = getattr(like, "_inner", None)  # (a batched one: its physical array's library and device)
+        data = like.data if inner is None else inner.data
         bxp = array_api_compat.array_namespace(data)
         dt = data.dtype if dtype is None else dtype
         return Tensor(bxp.zeros(shape, dtype=dt, device=array_api_compat.device(data)))

@@ -39,8 +39,10 @@ from typing import Any, Literal, NamedTuple
 
 import array_api_compat
 
+from .._dispatch import _raw
 from .._dtypes import to_backend
 from .._exceptions import NonDifferentiableError, XpgradValueError
+from ..autograd import _batched
 from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
 from .elementwise import abs as _abs
 from .linear_algebra import matmul, matrix_transpose, tensordot, vecdot
@@ -97,7 +99,7 @@ def _eye(xp: Any, like: Any, n: int, m: int | None = None, k: int = 0) -> Any:
         # the transpose of the tall one: Dask's eye loses blocks of wide matrices (dask 2026.8)
         return xp.matrix_transpose(_eye(xp, like, m, n, -k))
     if isinstance(like, Tensor):
-        data = like.data
+        data = _raw(like)  # (a batched one's physical array: the library, dtype and device are its)
         bxp = array_api_compat.array_namespace(data)
         return Tensor(bxp.eye(n, m, k=k, dtype=data.dtype, device=array_api_compat.device(data)))
     return xp.eye(n, m, k=k, dtype=like.dtype, device=array_api_compat.device(like))
@@ -737,6 +739,10 @@ def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
                 [0. ]], dtype=float64, device=cpu)
     """
     if isinstance(rtol, Tensor):
+        if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
+            from .._vmap_rules.linalg import batched_rtol
+
+            return batched_rtol(_pinv, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
     return apply(_pinv, (x,), {"rtol": rtol})
 
@@ -820,6 +826,10 @@ def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
         1
     """
     if isinstance(rtol, Tensor):
+        if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
+            from .._vmap_rules.linalg import batched_rtol
+
+            return batched_rtol(_matrix_rank, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
     return apply(_matrix_rank, (x,), {"rtol": rtol})
 

@@ -454,13 +454,19 @@ def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     fxp: Any = xg if isinstance(cols, Batched) else bxp
     first = xg.argmax(xg.stop_gradient(cols), axis=2) if fxp is xg else bxp.argmax(cols.data, axis=2)
     k = kernel[0] * kernel[1]
-    hit = bxp.reshape(bxp.arange(k, device=dev), (1, 1, k, 1, 1)) == fxp.expand_dims(first, axis=2)
+
+    def ar(n: int, shape: tuple[int, ...]) -> Any:
+        # (a Tensor next to a batched value: array-api-strict's own operators refuse other types)
+        a = bxp.reshape(bxp.arange(n, device=dev), shape)
+        return Tensor(a) if fxp is xg else a
+
+    hit = ar(k, (1, 1, k, 1, 1)) == fxp.expand_dims(first, axis=2)
     y = xg.sum(xg.where(hit, cols, _const(cols, (), 0)), axis=2)
     if not return_indices:
         return y[0, ...] if unbatched else y
     oh, ow = out
-    rows = bxp.reshape(bxp.arange(oh, device=dev), (oh, 1)) * stride_[0] - pad_[0] + (first // kernel[1]) * dil[0]
-    cols_ = bxp.reshape(bxp.arange(ow, device=dev), (1, ow)) * stride_[1] - pad_[1] + (first % kernel[1]) * dil[1]
+    rows = ar(oh, (oh, 1)) * stride_[0] - pad_[0] + (first // kernel[1]) * dil[0]
+    cols_ = ar(ow, (1, ow)) * stride_[1] - pad_[1] + (first % kernel[1]) * dil[1]
     idx = rows * shape[3] + cols_
     idx = idx if isinstance(idx, Tensor) else Tensor(idx)
     return (y[0, ...], idx[0, ...]) if unbatched else (y, idx)

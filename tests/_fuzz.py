@@ -1353,6 +1353,9 @@ VMAP_EXCLUDED: dict[str, str] = {
                "programs' updates of their inputs become; xpgrad's in-place updates under vmap are tested in "
                "tests/test_vmap_indexing.py",
     "view_write": "as inplace: writes through views into unbatched bases",
+    "roll": "torch.func.vmap's roll of a 0-D example rolls across the batch (torch 2.13: "
+            "vmap(lambda r: torch.roll(r, -2))(torch.arange(3.)) gives [2, 0, 1], a loop [0, 1, 2]); "
+            "xpgrad's roll under vmap is checked against loops in tests/test_vmap_rules.py",
 }
 
 #: ops a backend cannot run (its own limitation), with the reason; the backend fuzz

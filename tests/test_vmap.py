@@ -321,3 +321,16 @@ def test_hot_path_counter_is_restored_after_errors() -> None:
     with pytest.raises(ZeroDivisionError):
         xg.vmap(lambda a: 1 / 0)(np.ones(2))
     assert _core._vmap_open == before and STACK.get() == ()
+
+
+def test_every_primitive_has_a_batching_rule_or_a_reason() -> None:
+    """No primitive falls through to "has no batching rule": each has a rule, or is refused
+    because its output shape depends on the data."""
+    from xpgrad.autograd._batched import RULES, UNBATCHABLE
+    from xpgrad.autograd._core import PRIMITIVES
+
+    missing = sorted(n for n in PRIMITIVES if n not in RULES and n not in UNBATCHABLE)
+    assert not missing, f"primitives without a batching rule: {missing}"
+    assert set(UNBATCHABLE) == {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+    for name, why in UNBATCHABLE.items():
+        assert "depend" in why, (name, why)

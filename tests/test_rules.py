@@ -36,6 +36,12 @@ CHECKED_CHAPTERS = ("creation", "data_type", "elementwise", "statistical", "mani
 def _draw_inputs(case: OpCase, data: Any, complex_: bool = False) -> tuple[list[np.ndarray], dict[str, Any]]:
     shapes = case.shapes(data.draw)
     params = case.params(data.draw, shapes)
+    return _draw_arrays(case, data, shapes, params, complex_), params
+
+
+def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
+                 complex_: bool = False) -> list[np.ndarray]:
+    """One set of the case's arguments for drawn ``shapes`` and ``params`` (conditioned by ``prepare``)."""
     arrays = []
     for i, (kind, shape) in enumerate(zip(case.kinds(), shapes)):
         if kind == "float":
@@ -55,7 +61,7 @@ def _draw_inputs(case: OpCase, data: Any, complex_: bool = False) -> tuple[list[
         arrays.append(a)
     if case.prepare is not None:
         arrays = case.prepare(arrays, params)
-    return arrays, params
+    return arrays
 
 
 def _params(cases: list[OpCase]) -> list[Any]:

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 import xpgrad as xg
 
 from ._cases import OpCase
 from .conftest import examples_for
-from .test_rules import ALL_CASES, _params, _xfail
+from .test_rules import ALL_CASES, _draw_arrays, _params, _xfail
 
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
 UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
@@ -35,27 +34,6 @@ UNMAPPED = {"getitem_bool_mask": (1,), "repeat_array_axis0": (1,), "repeat_array
 #: not mapped along a level by one that is (the updated value would become batched;
 #: tests/test_vmap_indexing.py checks the error), so it is mapped wherever another is
 INPLACE = {"setitem_basic": 0, "setitem_negative_step": 0, "setitem_int_array": 0, "setitem_bool_mask": 0}
-
-
-def _draw_arrays(case: OpCase, data: Any, shapes: list[tuple[int, ...]], params: dict[str, Any],
-                 complex_: bool) -> list[np.ndarray]:
-    arrays = []
-    for i, (kind, shape) in enumerate(zip(case.kinds(), shapes)):
-        if kind == "float":
-            lo, hi = case.domain_of(i)
-            elems = st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-            a = data.draw(hnp.arrays(np.float64, shape, elements=elems))
-            if complex_:
-                a = a + 1j * data.draw(hnp.arrays(np.float64, shape, elements=elems))
-        elif kind == "int":
-            ir = case.int_range(shapes, params) if callable(case.int_range) else case.int_range
-            a = data.draw(hnp.arrays(np.int64, shape, elements=st.integers(*ir)))
-        else:
-            a = data.draw(hnp.arrays(np.bool_, shape))
-        arrays.append(a)
-    if case.prepare is not None:
-        arrays = case.prepare(arrays, params)
-    return arrays
 
 
 def _leaves(out: Any) -> list[Any]:

@@ -354,7 +354,7 @@ def test_hessian_graph_is_collected(monkeypatch: pytest.MonkeyPatch) -> None:
         np.testing.assert_allclose(hv, h.sum(axis=1), rtol=1e-10)
         return [x]
 
-    _assert_all_freed(monkeypatch, case, by_refcount=False, min_nodes=10)
+    _assert_all_freed(monkeypatch, case, by_refcount=False, min_nodes=6)  # (the hessian is one batched pass now: few nodes)
 
 
 def test_nn_training_step_leaves_no_graph(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:

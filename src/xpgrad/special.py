@@ -532,7 +532,7 @@ def _torch_reduction(torch: Any, name: str) -> Callable[..., Any]:
     if name == "logsumexp":
         # (torch reads dim=() as every axis; a reduction over no axis is x itself)
         return lambda x, axis, keepdims: (torch.logsumexp(x, dim=dims, keepdim=keepdims)
-                                          if (dims := _axes(x.ndim, axis)) else x)
+                                          if (dims := _axes(x.ndim, axis)) else x.clone())
     g = getattr(torch, name)
 
     def one_axis(x: Any, axis: Any) -> Any:

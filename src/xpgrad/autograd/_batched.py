@@ -54,7 +54,7 @@ def batch_rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
         for n in names:
             if n in RULES:
                 msg = f"batch_rule: {n!r} already has a batching rule"
-                raise ValueError(msg)
+                raise XpgradValueError(msg)
             RULES[n] = rule
         return rule
 

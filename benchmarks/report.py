@@ -23,7 +23,7 @@ DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
 DOCS_CHART = ROOT / "docs" / "assets" / "bench_chart.png"  # the gradients' chart; the others sit beside it
 SECTIONS = {
     "gradients": ("Gradients", "bench_chart.png"),
-    "transforms": ("Hessian, Jacobian and per-example gradients (the baseline of #18)", "bench_chart_transforms.png"),
+    "transforms": ("Hessian, Jacobian and per-example gradients (one batched pass each: xg.vmap)", "bench_chart_transforms.png"),
 }
 # the transform workloads compare xpgrad with these (torch: torch.func)
 ANCHORS = ("torch", "jax", "jax-jit")

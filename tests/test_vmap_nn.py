@@ -136,9 +136,8 @@ def test_one_hot_needs_num_classes_inside_vmap(backend: Any) -> None:
 
 # ---------------------------------------------------------------------- modules
 def _mlp() -> Any:
-    with xg.default_device(xp=np, dtype="float64"):
-        xg.random.seed(1)
-        return xg.nn.Sequential(xg.nn.Linear(3, 5), xg.nn.Tanh(), xg.nn.Linear(5, 2))
+    xg.random.seed(1)
+    return xg.nn.Sequential(xg.nn.Linear(3, 5, dtype=xg.float64), xg.nn.Tanh(), xg.nn.Linear(5, 2, dtype=xg.float64))
 
 
 def test_vmap_of_module_forward_equals_loop() -> None:
@@ -181,8 +180,7 @@ def test_functional_call_errors_and_ties() -> None:
     with pytest.raises(xg.XpgradValueError, match="strict=True and no value"):
         xg.nn.functional_call(model, {"0.weight": np.zeros((5, 3))}, (np.zeros(3),), strict=True)
     # tied weights: one value stands for every name of the tensor
-    with xg.default_device(xp=np, dtype="float64"):
-        a, b = xg.nn.Linear(2, 2, bias=False), xg.nn.Linear(2, 2, bias=False)
+    a, b = xg.nn.Linear(2, 2, bias=False, dtype=xg.float64), xg.nn.Linear(2, 2, bias=False, dtype=xg.float64)
     b.weight = a.weight
     tied = xg.nn.Sequential(a, b)
     out = xg.nn.functional_call(tied, {"0.weight": 2.0 * np.eye(2)}, (np.ones(2),))
@@ -307,8 +305,8 @@ def test_custom_rules_under_vmap(which: str, backend: Any) -> None:
 def test_dropout_inside_vmap_shares_one_mask() -> None:
     """A draw inside the mapped function is made once: every example gets the same dropout mask."""
     X = np.ones((4, 50))
-    with xg.default_device(xp=np, seed=0):
-        out = np.asarray(xg.vmap(lambda x: F.dropout(x, 0.5))(X))
+    xg.random.seed(0)
+    out = np.asarray(xg.vmap(lambda x: F.dropout(x, 0.5))(X))
     assert 0 < np.count_nonzero(out[0]) < 50
     for i in range(1, 4):
         np.testing.assert_array_equal(out[i], out[0])
@@ -316,8 +314,8 @@ def test_dropout_inside_vmap_shares_one_mask() -> None:
 
 def test_random_batch_drawn_outside_differs_per_example() -> None:
     """Drawing the batch of random numbers outside and mapping over it gives each example its own."""
-    with xg.default_device(xp=np, seed=0):
-        noise = xg.random.normal((4, 50))
+    xg.random.seed(0)
+    noise = xg.random.normal((4, 50))
     X = np.ones((4, 50))
     out = np.asarray(xg.vmap(lambda x, e: x + e)(X, noise))
     np.testing.assert_allclose(out, 1.0 + np.asarray(noise.data))

@@ -15,11 +15,10 @@ from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _leaves, _rebuild, _seq, _tree_map
+from .functional import _DEPTH, _SCALARS, _leaves, _rebuild, _seq, _tree_map
 
 __all__ = ["vmap"]
 
-_SCALARS = (int, float, complex)
 
 
 def vmap(

@@ -69,3 +69,14 @@ def check_ndim(prim: Primitive, x: Any, K: int, least: int, what: str = "array")
     if n < least:
         msg = f"{prim.name}: expected an {what} of at least {least} dimensions, got {n} (inside vmap)"
         raise XpgradValueError(msg)
+
+
+def with_new_last_axis(x: Any, b: bool, K: int) -> tuple[Any, int]:
+    """Argument ``x`` given a new last axis, with ``K`` batch axes (size 1 when unbatched), and
+    its logical rank: for comparing every element of it against every element of another
+    argument along that axis (``isin``, ``searchsorted``). A Python scalar passes, of rank 0."""
+    if b:
+        return op("expand_dims", x, axis=-1), len(x.shape) - K
+    if is_array(x):
+        return op("reshape", x, shape=(1,) * K + tuple(x.shape) + (1,)), len(x.shape)
+    return x, 0

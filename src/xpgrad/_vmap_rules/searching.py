@@ -20,7 +20,7 @@ from .._dtypes import kind
 from .._exceptions import XpgradValueError
 from ..autograd._batched import RULES, UNBATCHABLE
 from ..autograd._core import Primitive, apply
-from ._util import full, is_array, op, pad
+from ._util import full, is_array, op, pad, with_new_last_axis
 
 UNBATCHABLE["nonzero"] = (
     "the number of nonzero elements differs from example to example, so the result's shape would depend on the "
@@ -43,15 +43,7 @@ def _searchsorted(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, 
     elif not bs[0]:
         x1 = op("reshape", x1, shape=(1,) * K + tuple(x1.shape))
     # x1: (batch, n); x2: (batch, shape) or unbatched; compare along a new last axis
-    if bs[1]:
-        r = len(x2.shape) - K
-        v = op("expand_dims", x2, axis=-1)
-    elif is_array(x2):
-        r = len(x2.shape)
-        v = op("reshape", x2, shape=(1,) * K + tuple(x2.shape) + (1,))
-    else:
-        r = 0
-        v = x2
+    v, r = with_new_last_axis(x2, bs[1], K)
     s = tuple(x1.shape)
     a = op("reshape", x1, shape=s[:K] + (1,) * r + s[K:])
     side = kw.get("side", "left")

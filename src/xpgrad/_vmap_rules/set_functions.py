@@ -11,7 +11,7 @@ from typing import Any
 
 from ..autograd._batched import RULES, UNBATCHABLE
 from ..autograd._core import Primitive, apply
-from ._util import is_array, op
+from ._util import op, with_new_last_axis
 
 for _name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
     UNBATCHABLE[_name] = (
@@ -25,15 +25,7 @@ def _isin(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K:
     if not bs[1]:
         return apply(prim, tuple(xs), kw)
     s2 = tuple(x2.shape)
-    if bs[0]:
-        r = len(x1.shape) - K
-        a = op("expand_dims", x1, axis=-1)
-    elif is_array(x1):
-        r = len(x1.shape)
-        a = op("reshape", x1, shape=(1,) * K + tuple(x1.shape) + (1,))
-    else:
-        r = 0
-        a = x1
+    a, r = with_new_last_axis(x1, bs[0], K)
     b = op("reshape", x2, shape=s2[:K] + (1,) * r + (-1,))
     out = op("any", op("equal", a, b), axis=-1)
     return op("logical_not", out) if kw.get("invert") else out

@@ -83,7 +83,7 @@ class open_level:  # noqa: N801 - used like a function
 
     __slots__ = ("level", "token")
 
-    def __init__(self, level: Level, stack: tuple[Level, ...] | None = None) -> None:
+    def __init__(self, level: Level) -> None:
         self.level = level
 
     def __enter__(self) -> tuple[Level, ...]:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
+from ._dispatch import raw_array
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd import _cut
@@ -95,11 +96,7 @@ def _device(d: Any) -> Any:
     return array_api_compat.device(d)
 
 
-def _raw(x: Any) -> Any:
-    """The backend array behind ``x`` for its library, dtype and device (a batched value's physical one)."""
-    from ._dispatch import _raw as raw
-
-    return raw(x) if isinstance(x, Tensor) else x
+_raw = raw_array  # the backend array behind x (a batched value's physical one)
 
 
 def _zeros(like: Any, tensor: bool) -> Any:

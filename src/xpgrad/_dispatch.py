@@ -102,6 +102,13 @@ def _raw(t: Any) -> Any:
     return t.data if inner is None else inner.data
 
 
+def raw_array(x: Any) -> Any:
+    """The backend array behind ``x`` (a Tensor's data; a batched one's physical array, for its
+    library, dtype and device only: never its shape or values as the example's); anything
+    else as it is."""
+    return _raw(x) if isinstance(x, _tensor_type()) else x
+
+
 def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
     """The backend namespace of the arguments, Tensors unwrapped; cached by types.
 

@@ -15,12 +15,13 @@ from typing import Any
 
 import array_api_compat
 
-from ._dispatch import _raw, backend_namespace
+from ._dispatch import backend_namespace, raw_array
 from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
 from .autograd._batched import ConcretizationError
 from .autograd._tensor import Tensor, _wrap
 from .functional import _jvp, _leaves, _ns, _unflatten, _vjp, _zeros_like_any
+from .ops._common import is_complex
 
 __all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
 
@@ -176,7 +177,7 @@ def _basis(leaves: list[Any]) -> list[Any]:
     out = []
     off = 0
     for x in leaves:
-        raw = _raw(x) if isinstance(x, Tensor) else x
+        raw = raw_array(x)
         xp = backend_namespace(raw)
         n = _size(x)
         eye = xp.eye(total, n, k=-off, dtype=raw.dtype, device=array_api_compat.device(raw))
@@ -193,19 +194,14 @@ def _rows(g: Any, off: int, n: int, shape: tuple[int, ...]) -> Any:
 
 def _empty_block(o: Any, x: Any) -> Any:
     """A zero-size Jacobian block of shape ``o.shape + x.shape``."""
-    raw = _raw(x) if isinstance(x, Tensor) else x
+    raw = raw_array(x)
     xp = backend_namespace(raw)
     z = xp.zeros((*tuple(o.shape), *tuple(x.shape)), dtype=raw.dtype, device=array_api_compat.device(raw))
     return _wrap(z) if isinstance(o, Tensor) or isinstance(x, Tensor) else z
 
 
 def _check_complex(leaves: list[Any], holomorphic: bool, name: str, what: str) -> None:
-    from ._dtypes import kind
-
-    def cplx(a: Any) -> bool:
-        return hasattr(a, "dtype") and kind(a.dtype) == "complex floating"
-
-    if not holomorphic and any(cplx(a) for a in leaves):
+    if not holomorphic and any(hasattr(a, "dtype") and is_complex(a) for a in leaves):
         msg = (
             f"{name}: complex {what} need holomorphic=True (the Jacobian of a non-holomorphic function "
             "is not a complex matrix); split real and imaginary parts otherwise"

@@ -25,7 +25,7 @@ from typing import Any
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, to_phys, use_stack
-from .autograd._core import FWD_LEVELS, apply, forward_level, primitive
+from .autograd._core import FWD_LEVELS, apply, forward_level, primitive, raw_dtype
 from .autograd._core import PRIMITIVES as PRIMITIVES_
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED
@@ -138,10 +138,6 @@ def _unwrap(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) and not isinstance(x, Batched) else x
 
 
-def _raw_dtype(t: Tensor) -> Any:
-    return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
-
-
 def _phys(t: Any) -> Any:
     """The physical Tensor of a leaf made by :func:`_diff_input` (itself outside vmap)."""
     return t._inner if isinstance(t, Batched) else t
@@ -166,8 +162,8 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
         raise XpgradValueError(msg)
     from ._dtypes import dtype_name, is_float
 
-    if not is_float(_raw_dtype(t)):
-        msg = f"{func}: the function returned dtype {dtype_name(_raw_dtype(t))}, which is not differentiable"
+    if not is_float(raw_dtype(t)):
+        msg = f"{func}: the function returned dtype {dtype_name(raw_dtype(t))}, which is not differentiable"
         raise XpgradTypeError(msg)
     return t
 

@@ -25,6 +25,7 @@ import array_api_compat
 import xpgrad as xg
 
 from .._dispatch import backend_namespace
+from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._batched import Batched
@@ -38,13 +39,6 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 # ---------------------------------------------------------------------- argument helpers
-def _raw(x: Any) -> Any:
-    """The backend array behind ``x``, for its library, device and dtype only (inside vmap a batched
-    value's physical array, whose shape and values are not the example's)."""
-    if isinstance(x, Batched):
-        return x._inner.data
-    return x.data if isinstance(x, Tensor) else x
-
 
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in x.shape)  # (an example's shape inside vmap)

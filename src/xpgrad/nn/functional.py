@@ -19,6 +19,7 @@ from typing import Any
 import xpgrad as xg
 
 from .._dispatch import backend_namespace
+from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._batched import Batched
@@ -46,14 +47,6 @@ def _data(x: Any) -> Any:
     """The backend array of ``x``, to compute on (never a batched value: see :func:`_raw`)."""
     return x.data if isinstance(x, Tensor) else x
 
-
-def _raw(x: Any) -> Any:
-    """The backend array behind ``x``, for its library, device and dtype only: inside vmap a
-    batched value's physical array (which has more axes than the example: never read its
-    shape or values as the example's)."""
-    if isinstance(x, Batched):
-        return x._inner.data
-    return x.data if isinstance(x, Tensor) else x
 
 
 def _shape(x: Any) -> tuple[Any, ...]:

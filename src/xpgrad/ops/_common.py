@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._dispatch import raw_array
 from .._dtypes import DType, dtype, dtype_name, fast_name, promote_names
 from .._exceptions import UnknownNameError
 from ..autograd._core import (
@@ -218,8 +219,7 @@ def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = No
     import array_api_compat
 
     if isinstance(like, Tensor):
-        inner = getattr(like, "_inner", None)  # (a batched one: its physical array's library and device)
-        data = like.data if inner is None else inner.data
+        data = raw_array(like)  # (a batched one: its physical array's library and device)
         bxp = array_api_compat.array_namespace(data)
         dt = data.dtype if dtype is None else dtype
         return Tensor(bxp.zeros(shape, dtype=dt, device=array_api_compat.device(data)))

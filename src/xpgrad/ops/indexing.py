@@ -24,8 +24,8 @@ from typing import Any
 import array_api_compat
 import array_api_extra as xpx
 
-from .._dispatch import _raw as _dispatch_raw
 from .._dispatch import backend_namespace
+from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, fast_name
 from .._exceptions import XpgradValueError
 from ..autograd._core import Primitive
@@ -201,12 +201,6 @@ def _single_mask(key: Any) -> Any:
 
 
 # ---------------------------------------------------------------- helpers for rules (both modes)
-def _raw(x: Any) -> Any:
-    """The backend array of ``x`` (of a batched value inside vmap: its physical one, for its
-    namespace and device only)."""
-    return _dispatch_raw(x) if isinstance(x, Tensor) else x
-
-
 def _call(prim: Any, xp: Any, *args: Any, **kw: Any) -> Any:
     """Run a primitive from inside a rule: recorded under create_graph, raw otherwise."""
     if is_xpgrad(xp):

@@ -16,6 +16,8 @@ from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, 
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
 from .functional import _DEPTH, _SCALARS, _leaves, _rebuild, _seq, _tree_map
+from .ops.creation import asarray
+from .ops.manipulation import concat
 
 __all__ = ["vmap"]
 
@@ -266,8 +268,6 @@ def _exit(o: Any, ax: Any, level: Level, outer: tuple[Level, ...], st: tuple[Lev
     elif isinstance(o, _SCALARS):
         if ax is None:
             return o
-        from .ops.creation import asarray
-
         o = asarray(o)
         batched = False
     else:
@@ -301,8 +301,6 @@ def _exit(o: Any, ax: Any, level: Level, outer: tuple[Level, ...], st: tuple[Lev
 def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chunk: int, args: tuple[Any, ...],
              kwargs: dict[str, Any], leaves: list[Any], norm: list[Any], raw: bool) -> Any:
     """Map chunks of at most ``chunk`` examples in turn and join the results along ``out_axes``."""
-    from .ops.manipulation import concat
-
     outs = []
     for start in range(0, size, chunk):
         stop = min(start + chunk, size)

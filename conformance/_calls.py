@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from xpgrad._spec import CHAPTERS
+from xpgrad.ops._registry import REGISTRY
 
 Strategy = Callable[[Any, Any], st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]]
 
@@ -448,14 +449,10 @@ def _sum_extra(x: Any) -> st.SearchStrategy[dict[str, Any]]:
 
 
 CALLS: dict[str, Strategy] = {}
-_BINARY = {
-    "add", "atan2", "bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
-    "copysign", "divide", "equal", "floor_divide", "greater", "greater_equal", "hypot", "less", "less_equal",
-    "logaddexp", "logical_and", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "nextafter",
-    "not_equal", "pow", "remainder", "subtract",
-}
-for _name in CHAPTERS["elementwise"]:
-    CALLS[_name] = _binary if _name in _BINARY else _unary
+# the registry's pointwise entries: one or two array arguments by their declaration
+for _op in REGISTRY.values():
+    if _op.chapter == "elementwise" and _op.name in CHAPTERS["elementwise"]:
+        CALLS[_op.name] = _binary if _op.nargs == 2 else _unary
 CALLS.update({
     "clip": _clip, "round": _round, "where": _where,
     # statistical, utility, searching reductions

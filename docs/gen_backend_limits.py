@@ -12,8 +12,6 @@ out of date.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 import sys
 from pathlib import Path
@@ -31,10 +29,9 @@ def xfails() -> list[tuple[str, str, str, str]]:
     from tests import cases
 
     rows = []
-    for m in sorted(pkgutil.iter_modules(cases.__path__), key=lambda m: m.name):
-        for c in importlib.import_module(f"{cases.__name__}.{m.name}").CASES:
-            for backend, why in c.xfail.items():
-                rows.append((backend, c.name, ", ".join(c.covered()), " ".join(why.split())))
+    for c in cases.all_cases():
+        for backend, why in c.xfail.items():
+            rows.append((backend, c.name, ", ".join(c.covered()), " ".join(why.split())))
     rank = {b: i for i, b in enumerate(ORDER)}
     return sorted(rows, key=lambda r: (rank.get(r[0], len(ORDER)), r[0], r[1]))
 

@@ -15,8 +15,6 @@ is out of date.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,24 +34,26 @@ def _cases() -> list[Any]:
         sys.path.insert(0, str(ROOT))
     from tests import cases
 
-    out = []
-    for m in sorted(pkgutil.iter_modules(cases.__path__), key=lambda m: m.name):
-        out.extend(importlib.import_module(f"{cases.__name__}.{m.name}").CASES)
-    return out
+    return cases.all_cases()
 
 
-def _names() -> list[tuple[str, str, str]]:
-    """(shown name, chapter, registry name) for every function of the standard."""
+def _names() -> list[tuple[str, str, str, bool]]:
+    """(shown name, chapter, primitive name, of the standard) for every function of the
+    standard, then every entry of the operation registry beyond it (``special.erf``)."""
     from xpgrad._spec import CHAPTERS, FFT, LINALG
+    from xpgrad.ops._registry import REGISTRY
 
-    rows = [(n, chapter, n) for chapter, names in CHAPTERS.items() for n in names]
-    rows += [(f"linalg.{n}", "linalg", n) for n in LINALG]
-    rows += [(f"fft.{n}", "fft", n) for n in FFT]
+    rows = [(n, chapter, n, True) for chapter, names in CHAPTERS.items() for n in names]
+    rows += [(f"linalg.{n}", "linalg", n, True) for n in LINALG]
+    rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
+    shown = {r[0] for r in rows}
+    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values() if op.name not in shown]
     return rows
 
 
-def rows() -> list[dict[str, str]]:
-    """One row per function of the standard; ``kind`` is the class the summary counts."""
+def rows() -> list[dict[str, Any]]:
+    """One row per function of the standard, then per registry entry beyond it
+    (``standard`` False); ``kind`` is the class the summary counts."""
     import xpgrad  # noqa: F401 - imports the batching rules
     from xpgrad.autograd._batched import RULES, UNBATCHABLE
     from xpgrad.autograd._core import COMPOSITES, DECLARED, PRIMITIVES
@@ -63,7 +63,7 @@ def rows() -> list[dict[str, str]]:
         for n in c.covered():
             covering.setdefault(n, []).append(c)
     out = []
-    for shown, chapter, name in _names():
+    for shown, chapter, name, standard in _names():
         p = PRIMITIVES.get(name)
         rev = fwd = "—"
         if p is not None and p.nondiff:
@@ -85,7 +85,7 @@ def rows() -> list[dict[str, str]]:
         runs = {b for c in covering.get(name, ()) for b in BACKENDS if b not in c.xfail}
         order2 = any(c.order2 and any(b not in c.xfail for b in BACKENDS) for c in covering.get(name, ()))
         out.append({
-            "name": shown, "chapter": chapter, "kind": kind, "status": status, "reverse": rev,
+            "name": shown, "chapter": chapter, "standard": standard, "kind": kind, "status": status, "reverse": rev,
             "forward": fwd, "vmap": vmap, "order2": ("yes" if order2 else "no") if kind == "diff" else "—",
             "verified": ", ".join(b for b in BACKENDS if b in runs) or "—",
         })
@@ -107,7 +107,8 @@ def _vmap_status(name: str, is_primitive: bool, rules: Any, unbatchable: Any, co
     return "—"
 
 
-def summary(table: list[dict[str, str]]) -> str:
+def summary(table: list[dict[str, Any]]) -> str:
+    table = [r for r in table if r["standard"]]
     count = {k: sum(r["kind"] == k for r in table) for k in ("diff", "zero", "declared", "missing")}
     vm = {k: sum(r["vmap"] == k for r in table) for k in (VMAP_RULE, VMAP_ERROR)}
     return (f"**{len(table)} functions** of the standard: {count['diff']} differentiable, "
@@ -148,11 +149,22 @@ def render() -> str:
         "| function | chapter | status | reverse rule | forward rule | second order | vmap | verified on |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    head = lines[-2:]
+    lines += _table([r for r in table if r["standard"]])
+    beyond = [r for r in table if not r["standard"]]
+    if beyond:
+        lines += ["", "## Beyond the standard", "",
+                  "The entries of the operation registry that the standard does not name.", "", *head, *_table(beyond)]
+    return "\n".join(lines) + "\n"
+
+
+def _table(table: list[dict[str, Any]]) -> list[str]:
+    out = []
     for r in table:
         status = r["status"].replace("|", "\\|")
-        lines.append(f"| `{r['name']}` | {r['chapter']} | {status} | {r['reverse']} | {r['forward']} "
-                     f"| {r['order2']} | {r['vmap']} | {r['verified']} |")
-    return "\n".join(lines) + "\n"
+        out.append(f"| `{r['name']}` | {r['chapter']} | {status} | {r['reverse']} | {r['forward']} "
+                   f"| {r['order2']} | {r['vmap']} | {r['verified']} |")
+    return out
 
 
 if __name__ == "__main__":

@@ -117,3 +117,61 @@ class OpCase:
         if isinstance(d[0], (int, float)):
             return d  # type: ignore[return-value]
         return d[i]  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- cases derived from the registry
+def _resolve(ns: Any, path: str) -> Any:
+    for part in path.split("."):
+        ns = getattr(ns, part)
+    return ns
+
+
+def _away(points: tuple[float, ...], gap: float = 0.1) -> Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]:
+    """Move the real parts of every argument at least ``gap`` away from each point (kinks)."""
+
+    def prepare(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+        out = []
+        for a in arrays:
+            for p in points:
+                re = np.real(a) - p
+                a = a + np.where(np.abs(re) < gap, np.where(re < 0, -gap, gap) - re, 0.0)
+            out.append(a)
+        return out
+
+    return prepare
+
+
+def _apart(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+    """x1 on a grid of step 0.2, x2 on the grid shifted by 0.1: never closer than 0.1 (no ties)."""
+    x1, x2 = arrays
+    return [np.round(x1 / 0.2) * 0.2, np.round(x2 / 0.2) * 0.2 + 0.1]
+
+
+def registry_case(op: Any) -> OpCase:
+    """The rule tests' case of a registry entry (``xpgrad.ops._registry.Op``) from its
+    ``test`` (an ``Inputs``): the function called through the namespace by its path, on
+    drawn shapes and values, compared with PyTorch's function of the same name (or
+    ``Inputs.torch``)."""
+    spec = op.test
+    path, n = op.name, op.nargs
+    prepare: Any = None
+    if spec.away and spec.apart:
+        away = _away(spec.away)
+        prepare = lambda a, p: away(_apart(a, p), p)
+    elif spec.away:
+        prepare = _away(spec.away)
+    elif spec.apart:
+        prepare = _apart
+    tname = op.name if spec.torch is None else spec.torch
+    torch_fn = None if tname == "" else (lambda t, *a: _resolve(t, tname)(*a))
+    shapes = broadcast_shapes(n) if spec.shapes == "broadcast" else same_shape(n)
+    return OpCase(op.name, lambda xp, *a: _resolve(xp, path)(*a), nargs=n, shapes=shapes, domain=spec.domain,
+                  torch_fn=torch_fn, torch_skip="" if torch_fn else "PyTorch has no counterpart", order2=spec.order2,
+                  complex=spec.complex, rtol=spec.rtol, prepare=prepare)
+
+
+def registry_cases() -> list[OpCase]:
+    """One case per registry entry that says how to draw its inputs."""
+    from xpgrad.ops._registry import REGISTRY
+
+    return [registry_case(op) for op in REGISTRY.values() if op.test is not None]

@@ -294,41 +294,8 @@ def _unary(name: str, tpl: str, *covers: str, torch_tpl: str | None = None) -> N
     _op(name, *(covers or (name,)))(fn)
 
 
-_unary("abs", "{N}.abs({a} - 0.123)", "abs", "subtract")
-_unary("acos", "{N}.acos(0.9 * {N}.tanh({a}))", "acos", "tanh")
-_unary("acosh", "{N}.acosh(1.5 + {a} * {a})", "acosh")
-_unary("asin", "{N}.asin(0.9 * {N}.tanh({a}))", "asin", "tanh")
-_unary("asinh", "{N}.asinh({a})")
-_unary("atan", "{N}.atan({a})")
-_unary("atanh", "{N}.atanh(0.9 * {N}.tanh({a}))", "atanh", "tanh")
-_unary("cos", "{N}.cos({a})")
-_unary("cosh", "{N}.cosh({a})")
-_unary("exp", "{N}.exp({a})")
-_unary("expm1", "{N}.expm1({a})")
-_unary("log", "{N}.log(0.5 + {a} * {a})")
-_unary("log1p", "{N}.log1p({a} * {a})")
-_unary("log2", "{N}.log2(0.5 + {a} * {a})")
-_unary("log10", "{N}.log10(0.5 + {a} * {a})")
-_unary("negative", "{N}.negative({a})")
-_unary("positive", "{N}.positive({a}) * 1.5", "positive", "multiply")
-_unary("reciprocal", "{N}.reciprocal(0.5 + {a} * {a})")
-# sign has a zero derivative on reals: multiplied by its argument it still shapes the gradient
-_unary("sign", "{N}.sign({a} - 0.123) * {a}", "sign", "multiply")
-_unary("sin", "{N}.sin({a})")
-_unary("sinh", "{N}.sinh({a})")
-_unary("square", "{N}.square({a})")
-_unary("sqrt", "{N}.sqrt(0.5 + {a} * {a})")
-_unary("tan", "{N}.tan({N}.tanh({a}))", "tan", "tanh")
-_unary("tanh", "{N}.tanh({a})")
 _unary("astype", "xp.astype({a}, xp.float64) * 1.5", "astype", torch_tpl="{a}.to(torch.float64) * 1.5")
 _unary("to_device", "{a}.to_device({a}.device) * 1.5", "to_device", torch_tpl="{a}.to('cpu') * 1.5")
-# complex parts: a real value made complex, a weighted real part back
-_unary("real", "xp.real(xp.astype({a}, xp.complex128) * (0.6 - 0.8j))", "real", "astype",
-       torch_tpl="torch.real({a}.to(torch.complex128) * (0.6 - 0.8j))")
-_unary("imag", "xp.imag(xp.astype({a}, xp.complex128) * (1 + 2j))", "imag", "astype",
-       torch_tpl="torch.imag({a}.to(torch.complex128) * (1 + 2j))")
-_unary("conj", "xp.real(xp.conj(xp.astype({a}, xp.complex128) * (0.6 + 0.8j)) * (0.3 - 0.7j))", "conj", "real",
-       torch_tpl="torch.real(torch.conj_physical({a}.to(torch.complex128) * (0.6 + 0.8j)) * (0.3 - 0.7j))")
 # xpgrad.special
 _unary("special.erf", "{N}.special.erf({a})")
 _unary("special.erfc", "{N}.special.erfc({a})")
@@ -396,19 +363,26 @@ def _binary(name: str, tpl: str, *covers: str) -> None:
     _op(name, *(covers or (name,)))(fn)
 
 
-_binary("add", "{N}.add({a}, {b})")
-_binary("subtract", "{N}.subtract({a}, {b})")
-_binary("multiply", "{N}.multiply({a}, {b})")
-_binary("divide", "{N}.divide({a}, 0.5 + {b} * {b})")
-_binary("pow", "{N}.pow(0.5 + {a} * {a}, {N}.tanh({b}))", "pow", "tanh")
-_binary("remainder", "{N}.remainder({a} + 0.123, 0.7 + {b} * {b})")
-_binary("maximum", "{N}.maximum({a}, {b} + 0.31)")
-_binary("minimum", "{N}.minimum({a}, {b} + 0.31)")
-_binary("atan2", "{N}.atan2(0.5 + {a} * {a}, {b})")
-_binary("hypot", "{N}.hypot({a} - 0.123, {b} + 0.31)")
-_binary("logaddexp", "{N}.logaddexp({a}, {b})")
-_binary("copysign", "{N}.copysign({a} - 0.123, {b} + 0.31)")
-_binary("where", "{N}.where({b} > 0.25, {a}, {N}.sin({b}))", "where", "sin")
+
+
+def _from_registry() -> None:
+    """The fuzz ops of the registry's entries (``fuzz=`` templates): binary where the
+    template names ``{b}``, a pair when PyTorch spells it differently; they cover their
+    function and the ones the template calls through the namespace."""
+    from xpgrad.ops._registry import REGISTRY
+
+    for op in REGISTRY.values():
+        if op.fuzz is None:
+            continue
+        tpl, ttpl = (op.fuzz, None) if isinstance(op.fuzz, str) else op.fuzz
+        covers = tuple(dict.fromkeys((op.name, *(n for n in re.findall(r"\{N\}\.([\w.]+)\(", tpl) if n in REGISTRY))))
+        if "{b}" in tpl:
+            _binary(op.name, tpl, *covers)
+        else:
+            _unary(op.name, tpl, *covers, torch_tpl=ttpl)
+
+
+_from_registry()
 _binary("special.xlogy", "{N}.special.xlogy({a}, 0.5 + {b} * {b})")
 _binary("special.xlog1py", "{N}.special.xlog1py({a}, {b} * {b})")
 

@@ -25,7 +25,7 @@ def test_coverage_page_lists_every_function() -> None:
     """Every name of the standard has a row, and none is missing a rule or a declaration."""
     from xpgrad._spec import CHAPTERS, FFT, LINALG
 
-    rows = _gen().rows()
+    rows = [r for r in _gen().rows() if r["standard"]]
     assert len(rows) == sum(map(len, CHAPTERS.values())) + len(LINALG) + len(FFT)
     missing = [r["name"] for r in rows if r["kind"] == "missing"]
     assert not missing, f"functions of the standard with no rule, composite or declaration: {missing}"

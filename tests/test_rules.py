@@ -4,8 +4,6 @@ dtype preservation, no mutation; plus the completeness checks."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import warnings
 from typing import Any
 
@@ -24,9 +22,8 @@ from . import cases as _cases_pkg
 from ._cases import OpCase
 from .conftest import examples_for
 
-ALL_CASES: list[OpCase] = []
-for _m in pkgutil.iter_modules(_cases_pkg.__path__):
-    ALL_CASES.extend(importlib.import_module(f"{_cases_pkg.__name__}.{_m.name}").CASES)
+#: the registry's derived cases and the hand-written ones of tests/cases
+ALL_CASES: list[OpCase] = _cases_pkg.all_cases()
 
 #: the chapters whose every function must be differentiable or declared
 CHECKED_CHAPTERS = ("creation", "data_type", "elementwise", "statistical", "manipulation", "indexing", "linear_algebra", "searching", "set",

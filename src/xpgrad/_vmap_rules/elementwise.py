@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..autograd._batched import RULES
-from ..autograd._core import PRIMITIVES, Primitive, apply
+from ..autograd._core import Primitive, apply
+from ..ops._registry import Op, subscribe
 from ._util import check_ndim, pad_all
 
 
@@ -20,16 +21,26 @@ def pointwise(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any]
     return apply(prim, ys, kw)
 
 
-_POINTWISE_CHAPTERS = ("elementwise",)
+def _added(op: Op) -> None:
+    if op.batch == "pointwise":
+        RULES[op.prim.name] = pointwise
+
+
+def _removed(op: Op) -> None:
+    RULES.pop(op.prim.name, None)
+
+
+# the registry's entries declare their batching rule; the primitives not yet declared
+# there are listed by name
+subscribe(_added, _removed)
 _POINTWISE = (
-    "identity", "stop_gradient", "astype", "where", "to_device", "std_sqrt", "nn.relu", "nn.binary_cross_entropy",
+    "identity", "stop_gradient", "astype", "to_device", "std_sqrt", "nn.relu", "nn.binary_cross_entropy",
     "special.erf", "special.erfc", "special.ndtr", "special.log_ndtr", "special.expit", "special.logit",
     "special.gammaln", "special.digamma", "special.polygamma", "special.xlogy", "special.xlog1py", "special.entr",
     "special.rel_entr",
 )
-for _name, _p in PRIMITIVES.items():
-    if _p.chapter in _POINTWISE_CHAPTERS or _name in _POINTWISE:
-        RULES[_name] = pointwise
+for _name in _POINTWISE:
+    RULES[_name] = pointwise
 
 
 def _matrices(least: int) -> Any:

@@ -1,0 +1,523 @@
+"""The operation registry: one entry per operation, everything else derived from it.
+
+An entry is one declaration in its chapter's module: the public function's signature
+and docstring (with its example), written as a ``def`` whose body is the docstring,
+under a decorator that holds the rest::
+
+    op = Chapter("elementwise", module=__name__)
+
+    @op.pointwise(d=lambda xp, x: xp.cos(x), fuzz="{N}.sin({a})")
+    def sin(x: Array, /) -> Array:
+        '''Elementwise sine. ... Examples: ...'''
+
+From it the registry makes
+
+- the primitive, with its forward (``xp.sin``, or ``fwd=``; binary functions cast both
+  sides to the standard's result dtype first, see :func:`~xpgrad.ops._common.promoting`);
+- for a function declared by its derivative ``d``: the VJP ``g * conj(d)``, computed in
+  place into ``g`` when the backward engine donates the buffer
+  (:func:`~xpgrad.ops._common.scale`), and the JVP ``t * d``, complex inputs included
+  (PyTorch's convention, :func:`~xpgrad.ops._common.conj`). Hand-written ``vjp=``/``jvp=``
+  rules stay possible where a derived one would be slower or less accurate;
+- its batching rule (``batch="pointwise"``: pointwise functions broadcast, so they batch
+  for free; installed by ``xpgrad._vmap_rules`` through :func:`subscribe`);
+- the public function, generated with the declared signature (the same two lines a
+  hand-written one has: ``return apply1(prim, x, NOKW)``), in the declaring module, so
+  that its doctest runs and ``inspect`` and type checkers see the declaration;
+- an :class:`Op` in :data:`REGISTRY`, from which the chapter's ``__all__``
+  (:meth:`Chapter.names`), the coverage page (docs/gen_coverage.py), the rule tests'
+  cases (:class:`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
+  by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
+
+Adding an operation is one entry in one file (docs/adding-an-operation.md);
+tests/test_registry.py adds a throwaway one and finds it everywhere.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from ..autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, Primitive, apply, apply1, apply2, primitive
+from ._common import conj, jvp_from_vjp, promoting, scale
+
+__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "subscribe"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Domain = tuple[float, float] | Sequence[tuple[float, float]]
+
+
+class over:  # noqa: N801 - reads as math in a declaration: d=over(lambda xp, x: x)
+    """A derivative given by its reciprocal: ``d = 1 / f``. The rules divide by ``f``
+    (``g / conj(f)``, ``t / f``) instead of multiplying by a reciprocal: one operation, and
+    exact where ``f`` is (``log``: ``d = over(x)``).
+
+    Examples:
+        >>> from xpgrad.ops._registry import over
+        >>> over(lambda xp, x: x).f.__code__.co_varnames
+        ('xp', 'x')
+    """
+
+    __slots__ = ("f",)
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """How property tests draw valid inputs for an operation (read by tests/cases, which
+    makes the rule tests' case from it: forward against the backend, gradients against
+    float64 central differences and ``torch.func``, first and second order).
+
+    Attributes:
+        domain: (low, high) of the values, or one pair per argument; keep away from
+            singular points.
+        complex: also draw complex inputs.
+        shapes: "broadcast" (shapes that broadcast together) or "same".
+        away: points the real parts of the values keep at least 0.1 from (kinks:
+            ``abs`` at 0).
+        apart: keep the two arguments of a binary function at least 0.1 apart (ties:
+            ``maximum``).
+        torch: PyTorch's name where it differs (``torch.special.`` names included);
+            "" when PyTorch has no counterpart.
+        order2: also check second order.
+        rtol: tolerance of the finite-difference check.
+
+    Examples:
+        >>> from xpgrad.ops._registry import Inputs
+        >>> Inputs(domain=(0.1, 3.0)).complex
+        True
+    """
+
+    domain: Domain = (-2.0, 2.0)
+    complex: bool = True
+    shapes: str = "broadcast"
+    away: tuple[float, ...] = ()
+    apart: bool = False
+    torch: str | None = None
+    order2: bool = True
+    rtol: float = 1e-5
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One registered operation.
+
+    Attributes:
+        name: the registry key and the path in the namespace (``sin``, ``special.erf``).
+        chapter: the standard's chapter (``elementwise``), or the extension's
+            (``special``).
+        fn: the public function.
+        prim: its primitive.
+        nargs: how many positional arguments may be arrays.
+        batch: its batching rule: ``"pointwise"``, or None (a hand-written rule in
+            ``xpgrad._vmap_rules``).
+        test: how property tests draw its inputs; None where its tests are written by hand
+            (tests/cases) or it has no gradient to test.
+        fuzz: the differential fuzzer's template, ``{N}`` the namespace and ``{a}``,
+            ``{b}`` the operands (a pair: xpgrad's and PyTorch's spelling); None: not fuzzed.
+        module: the module whose namespace holds ``fn``.
+        d: the declared derivatives, one per argument (see :meth:`Chapter.pointwise`);
+            None where the rules are written by hand.
+    """
+
+    name: str
+    chapter: str
+    fn: Callable[..., Any]
+    prim: Primitive
+    nargs: int
+    batch: str | None
+    test: Inputs | None
+    fuzz: str | tuple[str, str] | None
+    module: str
+    d: tuple[Any, ...] | None = None
+
+    @property
+    def public_name(self) -> str:
+        """The attribute name in its module (``erf`` for ``special.erf``)."""
+        return self.name.rsplit(".", 1)[-1]
+
+
+#: name -> Op, in declaration order
+REGISTRY: dict[str, Op] = {}
+_LISTENERS: list[tuple[Callable[[Op], None], Callable[[Op], None]]] = []
+
+
+def subscribe(added: Callable[[Op], None], removed: Callable[[Op], None]) -> None:
+    """Call ``added(op)`` for every registered operation, now and when one is added later,
+    and ``removed(op)`` when one is removed (a throwaway entry of a test). How derived
+    tables that live above the registry (the batching rules) stay complete.
+
+    Examples:
+        >>> from xpgrad.ops._registry import subscribe
+        >>> seen = []
+        >>> subscribe(lambda op: seen.append(op.name), lambda op: None)
+        >>> "sin" in seen
+        True
+        >>> from xpgrad.ops import _registry
+        >>> _ = _registry._LISTENERS.pop()  # (the example's listener leaves again)
+    """
+    _LISTENERS.append((added, removed))
+    for op in list(REGISTRY.values()):
+        added(op)
+
+
+# ---------------------------------------------------------------- derived rules
+def _params(f: Callable[..., Any], what: str) -> tuple[str, ...]:
+    """The names a derivative reads, after ``xp``: ``ans`` and argument names."""
+    names = tuple(inspect.signature(f).parameters)
+    if not names or names[0] != "xp":
+        msg = f"{what}: a derivative takes xp first, then the names it reads (ans, argument names); got {names}"
+        raise XpgradTypeError(msg)
+    return names[1:]
+
+
+def _picker(names: tuple[str, ...], args: tuple[str, ...], what: str) -> Callable[[Any, tuple[Any, ...]], tuple[Any, ...]]:
+    """``pick(ans, args) -> the values of names``."""
+    idx = []
+    for n in names:
+        if n == "ans":
+            idx.append(-1)
+        elif n in args:
+            idx.append(args.index(n))
+        else:
+            msg = f"{what}: a derivative reads {n!r}, which is neither 'ans' nor an argument of {args}"
+            raise XpgradTypeError(msg)
+    if idx == [0]:
+        return lambda ans, a: (a[0],)
+    if idx == [-1]:
+        return lambda ans, a: (ans,)
+    return lambda ans, a: tuple(ans if i < 0 else a[i] for i in idx)
+
+
+def unscale(xp: Any, g: Any, f: Any) -> Any:
+    """``g / f`` for a VJP rule, computed in place into ``g`` when the engine donates it
+    (see :func:`~xpgrad.ops._common.scale`)."""
+    s = GRAD_SLOT.s
+    if g is s[0] and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
+        s[0] = None
+        g /= f
+        r = g
+    else:
+        r = g / f
+        if r is g:
+            return r
+    if s[1] is WANT_FRESH:
+        s[1] = r
+    return r
+
+
+def _derived(spec: Any, args: tuple[str, ...], what: str) -> tuple[Any, Any, set[str]]:
+    """(VJP rule, JVP rule, names read) of one argument's derivative ``spec``."""
+    if spec is None:
+        return None, None, set()
+    if isinstance(spec, bool) or (not isinstance(spec, (int, float, complex, over)) and not callable(spec)):
+        msg = f"{what}: a derivative is a number, a function of (xp, names...) or over(function); got {spec!r}"
+        raise XpgradTypeError(msg)
+    if isinstance(spec, (int, float, complex)):
+        c = spec
+        if c == 1:
+            return (lambda xp, g, ans, *a: g), (lambda xp, t, ans, *a: t), set()
+        if c == -1:
+            return (lambda xp, g, ans, *a: -g), (lambda xp, t, ans, *a: -t), set()
+        cc = c.conjugate()
+        return (lambda xp, g, ans, *a: g * cc), (lambda xp, t, ans, *a: t * c), set()
+    f = spec.f if isinstance(spec, over) else spec
+    names = _params(f, what)
+    pick = _picker(names, args, what)
+    if isinstance(spec, over):
+        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
+            return unscale(xp, g, conj(xp, f(xp, *pick(ans, a))))
+
+        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
+            return t / f(xp, *pick(ans, a))
+    else:
+        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
+            return scale(xp, g, conj(xp, f(xp, *pick(ans, a))))
+
+        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
+            return t * f(xp, *pick(ans, a))
+    return vjp, jvp, set(names)
+
+
+# ---------------------------------------------------------------- generated functions
+def _empty() -> None:
+    """A docstring and nothing else."""
+
+
+def _body_is_docstring(fn: Callable[..., Any]) -> bool:
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_code == _empty.__code__.co_code
+
+
+def _generate(decl: Callable[..., Any], name: str, prim: Primitive) -> Callable[..., Any]:
+    """The public function: ``decl``'s signature, docstring and module, calling ``prim``.
+
+    Built as source and executed with the declaring module's globals (as ``dataclasses``
+    builds ``__init__``): a plain function, as fast as a hand-written one, whose doctest
+    ``--doctest-modules`` finds in that module.
+    """
+    sig = inspect.signature(decl)
+    parts: list[str] = []
+    call: list[str] = []
+    kinds = [p.kind for p in sig.parameters.values()]
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            msg = f"registry: {name}: declarations take positional parameters only; got {p}"
+            raise XpgradTypeError(msg)
+        if not p.name.isidentifier() or keyword.iskeyword(p.name):
+            msg = f"registry: {name}: bad parameter name {p.name!r}"
+            raise XpgradValueError(msg)
+        parts.append(p.name)
+        call.append(p.name)
+    n_posonly = kinds.count(inspect.Parameter.POSITIONAL_ONLY)
+    if n_posonly:
+        parts.insert(n_posonly, "/")
+    if len(call) == 1:
+        body = f"_apply1(_prim, {call[0]}, _NOKW)"
+    elif len(call) == 2:
+        body = f"_apply2(_prim, {call[0]}, {call[1]}, _NOKW)"
+    else:
+        body = f"_apply(_prim, ({', '.join(call)},), _NOKW)"
+    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW):\n"
+           f"    def {decl.__name__}({', '.join(parts)}):\n"
+           f"        return {body}\n"
+           f"    return {decl.__name__}\n")
+    scope: dict[str, Any] = {}
+    exec(compile(src, f"<xpgrad registry: {name}>", "exec"), decl.__globals__, scope)
+    fn: Any = scope["_make"](prim, apply, apply1, apply2, {})
+    fn.__defaults__ = decl.__defaults__
+    fn.__doc__ = decl.__doc__
+    fn.__annotations__ = decl.__annotations__
+    fn.__module__ = decl.__module__
+    fn.__qualname__ = decl.__qualname__
+    fn.__wrapped__ = decl  # inspect.signature and the docs read the declaration
+    return fn
+
+
+# ---------------------------------------------------------------- declarations
+_DEFAULT: Any = object()
+
+
+class Chapter:
+    """The declarations of one module: ``op = Chapter("elementwise", module=__name__)``.
+
+    Args:
+        chapter: the standard's chapter (or the extension's name: ``special``).
+        module: the module whose namespace holds the public functions (``__name__``).
+        prefix: prepended to a function's name for its registry and primitive name
+            (``"special."``: ``special.erf``).
+        extra: the module's public names that are not entries (checked by
+            :meth:`check_all`).
+
+    Examples:
+        >>> from xpgrad.ops._registry import REGISTRY
+        >>> REGISTRY["sin"].chapter, REGISTRY["sin"].batch
+        ('elementwise', 'pointwise')
+    """
+
+    def __init__(self, chapter: str, *, module: str, prefix: str = "", extra: Sequence[str] = ()) -> None:
+        self.chapter = chapter
+        self.module = module
+        self.prefix = prefix
+        #: public names of the module that are not registry entries (yet)
+        self.extra = tuple(extra)
+        self._names: list[str] = []
+
+    def names(self) -> list[str]:
+        """The public names declared here, sorted (the module's ``__all__``)."""
+        return sorted(self._names)
+
+    def check_all(self, names: Sequence[str]) -> None:
+        """Check the module's literal ``__all__`` (which type checkers read) against its
+        entries: an entry missing from it, or a name there that no entry declares, fails
+        the import naming it.
+
+        Examples:
+            >>> from xpgrad.ops import elementwise
+            >>> elementwise.op.check_all(elementwise.__all__ + ["sine"])
+            Traceback (most recent call last):
+            ...
+            xpgrad._exceptions.XpgradRuntimeError: elementwise: __all__ lists ['sine'], which no entry declares
+        """
+        declared, listed = set(self._names), set(names)
+        if declared - listed:
+            msg = f"{self.module.rsplit('.', 1)[-1]}: add {sorted(declared - listed)} to __all__ (declared, not listed)"
+            raise XpgradRuntimeError(msg)
+        if listed - declared - set(self.extra):
+            msg = f"{self.module.rsplit('.', 1)[-1]}: __all__ lists {sorted(listed - declared - set(self.extra))}, which no entry declares"
+            raise XpgradRuntimeError(msg)
+
+    def pointwise(
+        self,
+        *,
+        d: Any = None,
+        vjp: Sequence[Any] | None = None,
+        jvp: Sequence[Any] | None = None,
+        fwd: Callable[..., Any] | None = None,
+        save: tuple[int, ...] | None = None,
+        save_ans: bool | None = None,
+        nondiff: bool = False,
+        zero_grad: bool = False,
+        view: bool = False,
+        chapter: str | None = None,
+        test: Inputs | None = _DEFAULT,
+        fuzz: str | tuple[str, str] | None = None,
+    ) -> Callable[[F], F]:
+        """Declare a pointwise (elementwise, broadcasting) function.
+
+        Args:
+            d: its derivative: for one argument a function ``d(xp, *names)`` of ``ans``
+                and the arguments it names (``lambda xp, x: xp.cos(x)``,
+                ``lambda xp, ans: ans``), a number (``1``, ``-1``), or ``over(f)`` for
+                ``1 / f``; for several, a tuple with one per argument (None: not
+                differentiable there). The VJP is ``g * conj(d)``, the JVP ``t * d``, and
+                what the rules read is saved (nothing else).
+            vjp: hand-written VJP rules instead, one per argument (``rule(xp, g, ans,
+                *args)``); then ``save``/``save_ans`` say what they read.
+            jvp: hand-written JVP rules; by default those of ``vjp`` conjugated
+                (:func:`~xpgrad.ops._common.jvp_from_vjp`).
+            fwd: the forward ``fwd(xp, *args)``; default ``xp.<name>``, binary
+                functions cast to the standard's result dtype first.
+            nondiff: boolean or integer output: no gradient.
+            zero_grad: floating output with a zero derivative almost everywhere.
+            view: the output may be a view of the argument on some library.
+            chapter: the standard's chapter where it differs from the module's (``where``).
+            test: how property tests draw its inputs (default :class:`Inputs`\\ () for a
+                differentiable function, None otherwise); None: tests written by hand.
+            fuzz: the differential fuzzer's template (see :class:`Op`).
+        """
+
+        def register(decl: F) -> F:
+            name = self.prefix + decl.__name__
+            what = f"registry: {name}"
+            if not _body_is_docstring(decl):
+                msg = f"{what}: the body of a declaration is its docstring (the registry writes the function)"
+                raise XpgradTypeError(msg)
+            if "Examples:" not in (decl.__doc__ or ""):
+                msg = f"{what}: the docstring needs an Examples: section with a doctest"
+                raise XpgradValueError(msg)
+            if name in REGISTRY or name in PRIMITIVES:
+                msg = f"{what}: an operation named {name!r} is already registered"
+                raise XpgradValueError(msg)
+            args = tuple(inspect.signature(decl).parameters)
+            n = len(args)
+            vjps, jvps, saves, ans_read = _rules(what, args, d, vjp, jvp, nondiff or zero_grad)
+            forward = fwd if fwd is not None else _forward(name, n)
+            if n == 2:  # binary: both sides cast to the standard's result dtype first
+                forward = promoting(forward)
+            prim = primitive(
+                name, forward,
+                save=save if (save is not None or vjp is not None) else tuple(i for i, a in enumerate(args) if a in saves),
+                save_ans=bool(save_ans) if save_ans is not None else ans_read,
+                nondiff=nondiff, zero_grad=zero_grad, view=view, chapter=chapter or self.chapter,
+            )
+            if vjps:
+                prim.defvjp(*vjps)
+                prim.defjvp(*jvps)
+            public = _generate(decl, name, prim)
+            diff = not (nondiff or zero_grad)
+            entry = Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch="pointwise",
+                       test=(Inputs() if diff else None) if test is _DEFAULT else test, fuzz=fuzz, module=self.module,
+                       d=None if d is None else (d if isinstance(d, tuple) else (d,)))
+            REGISTRY[name] = entry
+            self._names.append(decl.__name__)
+            _install(entry, declared_in=decl.__module__)
+            for added, _ in _LISTENERS:
+                added(entry)
+            return public  # type: ignore[return-value]
+
+        return register
+
+
+def _rules(what: str, args: tuple[str, ...], d: Any, vjp: Sequence[Any] | None, jvp: Sequence[Any] | None,
+           const: bool) -> tuple[tuple[Any, ...], tuple[Any, ...], set[str], bool]:
+    """(VJP rules, JVP rules, argument names read, whether ``ans`` is read)."""
+    if const:
+        if d is not None or vjp is not None:
+            msg = f"{what}: a function without a gradient takes no derivative"
+            raise XpgradTypeError(msg)
+        return (), (), set(), False
+    if (d is None) == (vjp is None):
+        msg = f"{what}: give the derivative d= or the rules vjp=, one of them"
+        raise XpgradTypeError(msg)
+    if vjp is not None:
+        jv = tuple(jvp) if jvp is not None else tuple(None if r is None else jvp_from_vjp(r) for r in vjp)
+        return tuple(vjp), jv, set(), False
+    specs = d if isinstance(d, tuple) else (d,)
+    if len(specs) != len(args):
+        msg = f"{what}: {len(args)} arguments, {len(specs)} derivatives"
+        raise XpgradTypeError(msg)
+    vjps, jvps, read = [], [], set()
+    for s in specs:
+        v, j, names = _derived(s, args, what)
+        vjps.append(v)
+        jvps.append(j)
+        read |= names
+    if jvp is not None:
+        jvps = list(jvp)
+    return tuple(vjps), tuple(jvps), read - {"ans"}, "ans" in read
+
+
+def _forward(name: str, n: int) -> Callable[..., Any]:
+    """``xp.<name>(...)`` (a dotted name: ``xp.special.erf``)."""
+    path = name.split(".")
+    if not all(p.isidentifier() and not keyword.iskeyword(p) for p in path):
+        msg = f"registry: bad name {name!r}"
+        raise XpgradValueError(msg)
+    params = ", ".join(f"x{i}" for i in range(n))
+    scope: dict[str, Any] = {}
+    exec(f"def forward(xp, {params}):\n    return xp.{name}({params})\n", {}, scope)
+    f = scope["forward"]
+    f.__qualname__ = f"forward of {name}"
+    f.__module__ = __name__
+    return f  # type: ignore[no-any-return]
+
+
+def _install(op: Op, *, declared_in: str) -> None:
+    """Put the public function of an entry declared outside its module (a plugin, a test)
+    into that module's namespace and ``__all__``, and into ``xpgrad``'s for the standard's
+    chapters: the entry is then everywhere a declared one is."""
+    if declared_in == op.module:
+        return  # (the def statement binds it; ``__all__`` is the chapter's names())
+    for mod_name in (op.module, "xpgrad") if op.module.startswith("xpgrad.ops.") else (op.module,):
+        mod = sys.modules.get(mod_name)
+        if mod is None:
+            continue
+        setattr(mod, op.public_name, op.fn)
+        names = getattr(mod, "__all__", None)
+        if isinstance(names, list) and op.public_name not in names:
+            names.append(op.public_name)
+
+
+def remove(name: str) -> None:
+    """Remove an entry and what was derived from it (for a test's throwaway entry).
+
+    Examples:
+        >>> from xpgrad.ops._registry import REGISTRY, remove
+        >>> remove("no_such_op")
+        Traceback (most recent call last):
+        ...
+        xpgrad._exceptions.XpgradValueError: registry.remove: no operation named 'no_such_op'
+    """
+    op = REGISTRY.get(name)
+    if op is None:
+        msg = f"registry.remove: no operation named {name!r}"
+        raise XpgradValueError(msg)
+    for _, removed in _LISTENERS:
+        removed(op)
+    del REGISTRY[name]
+    PRIMITIVES.pop(op.prim.name, None)
+    for mod_name in (op.module, "xpgrad"):
+        mod = sys.modules.get(mod_name)
+        if mod is not None and getattr(mod, op.public_name, None) is op.fn:
+            delattr(mod, op.public_name)
+            names = getattr(mod, "__all__", None)
+            if isinstance(names, list) and op.public_name in names:
+                names.remove(op.public_name)

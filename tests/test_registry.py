@@ -1,0 +1,230 @@
+"""The operation registry (``xpgrad.ops._registry``): one entry per operation, and
+everything derived from it.
+
+The central test adds a throwaway entry, as a user or a new chapter would, touching
+nothing else, and finds it in the namespace, ``__all__``, the batching rules, the
+coverage page, the rule tests' cases and the fuzz ops; then it removes it again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import array_api_compat.numpy as cnp
+import numpy as np
+import pytest
+
+import xpgrad as xg
+from xpgrad._spec import CHAPTERS
+from xpgrad.autograd._batched import RULES
+from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH
+from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, over, remove
+
+from ._cases import registry_cases
+from ._util import load_script
+
+
+def _declare_cube() -> Any:
+    op = Chapter("elementwise", module="xpgrad.ops.elementwise")
+
+    @op.pointwise(d=lambda xp, x: 3 * x * x, fwd=lambda xp, x: x * x * x, test=Inputs(torch=""),
+                  fuzz=("xp.cube_throwaway({a})", "{a} ** 3"))
+    def cube_throwaway(x: Any, /) -> Any:
+        """Elementwise cube (a test's throwaway entry).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.cube_throwaway(xg.asarray([2.0]))
+            Tensor([8.], dtype=float64, device=cpu)
+        """
+
+    return cube_throwaway
+
+
+def test_a_throwaway_entry_is_found_everywhere() -> None:
+    """One declaration, nothing else touched: the public function, ``__all__``, the
+    primitive with derived VJP and JVP, the batching rule, the coverage row, the rule
+    test's case and the fuzz op all exist, and all go when the entry is removed."""
+    from tests import _fuzz
+
+    cube = _declare_cube()
+    try:
+        # the namespace: xg.<name>, the chapter's __all__, the signature and docstring declared
+        assert xg.cube_throwaway is cube
+        assert "cube_throwaway" in xg.ops.elementwise.__all__
+        assert cube.__doc__.startswith("Elementwise cube")
+        x = np.array([0.5, -1.0, 2.0])
+        np.testing.assert_allclose(cube(xg.asarray(x)).numpy(), x**3)
+        # the rules derived from d = 3 x**2: reverse, forward, second order
+        np.testing.assert_allclose(xg.grad(lambda v: xg.sum(xg.cube_throwaway(v)))(x), 3 * x**2)
+        _, t = xg.jvp(xg.cube_throwaway, (x,), (np.ones(3),))
+        np.testing.assert_allclose(t, 3 * x**2)
+        np.testing.assert_allclose(xg.grad(lambda v: xg.sum(xg.grad(lambda w: xg.sum(xg.cube_throwaway(w)))(v)))(x), 6 * x)
+        # the batching rule
+        assert "cube_throwaway" in RULES
+        np.testing.assert_allclose(xg.vmap(xg.cube_throwaway)(np.arange(6.0).reshape(3, 2)),
+                                   np.arange(6.0).reshape(3, 2) ** 3)
+        # the coverage page: a row beyond the standard, differentiable both ways, batched, verified
+        row = next(r for r in load_script("docs/gen_coverage.py").rows() if r["name"] == "cube_throwaway")
+        assert (row["kind"], row["reverse"], row["forward"], row["vmap"], row["standard"]) == ("diff", "yes", "yes", "rule", False)
+        assert "numpy" in row["verified"]
+        # the rule tests' case, which checks it against finite differences
+        case = next(c for c in registry_cases() if c.name == "cube_throwaway")
+        assert case.torch_fn is None and case.complex
+        np.testing.assert_allclose(case.fn(xg, xg.asarray(x)).numpy(), x**3)
+        xg.testing.check_grads(lambda v: case.fn(xg, v), x, order=2)
+        # the fuzz op: the two spellings give the same values
+        _fuzz._from_registry()
+        fop = _fuzz.OPS["cube_throwaway"]
+        assert fop.covers == ("cube_throwaway",)
+    finally:
+        remove("cube_throwaway")
+        _fuzz.OPS.pop("cube_throwaway", None)
+    assert not hasattr(xg, "cube_throwaway")
+    assert "cube_throwaway" not in xg.ops.elementwise.__all__
+    assert "cube_throwaway" not in PRIMITIVES and "cube_throwaway" not in RULES
+    assert all(r["name"] != "cube_throwaway" for r in load_script("docs/gen_coverage.py").rows())
+
+
+def test_every_elementwise_function_of_the_standard_is_a_registry_entry() -> None:
+    names = {op.name for op in REGISTRY.values() if op.chapter in ("elementwise", "searching")}
+    assert set(CHAPTERS["elementwise"]) <= names
+    assert sorted(xg.ops.elementwise.__all__) == sorted({*CHAPTERS["elementwise"], "where"})
+    for n in CHAPTERS["elementwise"]:
+        assert REGISTRY[n].batch == "pointwise", n
+        assert getattr(xg, n) is REGISTRY[n].fn, n
+
+
+def _args(op: Any) -> list[np.ndarray]:
+    dom = op.test.domain if op.test is not None else (0.3, 0.9)
+    out = []
+    for i in range(op.nargs):
+        lo, hi = dom if isinstance(dom[0], (int, float)) else dom[i]
+        out.append(np.linspace(lo + 0.05, hi - 0.05, 7)[::-1 if i else 1] + 0.037 * i)
+    return out
+
+
+DERIVED = [op for op in REGISTRY.values() if op.d is not None]
+
+
+@pytest.mark.parametrize("op", DERIVED, ids=lambda op: op.name)
+def test_derived_vjp_writes_into_a_donated_gradient(op: Any) -> None:
+    """Declared by its derivative, a pointwise function's VJP computes ``g * conj(d)`` (or
+    ``g / conj(f)`` for ``over(f)``) into the gradient buffer the engine donates, and
+    gives the same values as without the donation."""
+    args = _args(op)
+    ans = op.prim.fwd(cnp, *args)
+    for i, spec in enumerate(op.d):
+        if spec is None:
+            continue
+        rule = op.prim.vjps[i]
+        plain = rule(cnp, np.full_like(ans, 0.5), ans, *args)
+        g = np.full_like(ans, 0.5)
+        saved = GRAD_SLOT.s
+        GRAD_SLOT.s = [g, WANT_FRESH, None, {}]
+        try:
+            r = rule(cnp, g, ans, *args)
+        finally:
+            GRAD_SLOT.s = saved
+        np.testing.assert_allclose(r, plain, rtol=1e-15)
+        if callable(spec) or isinstance(spec, over):
+            assert r is g, f"{op.name}: argument {i}'s rule did not use the donated buffer"
+
+
+@pytest.mark.parametrize("op", DERIVED, ids=lambda op: op.name)
+def test_derived_jvp_is_the_derivative_times_the_tangent(op: Any) -> None:
+    """``jvp`` of a derived entry is ``t * d``: checked against a central difference
+    along a direction, complex inputs included where the entry is tested on them."""
+    args = _args(op)
+    cx = op.test is not None and op.test.complex
+    for i in range(op.nargs):
+        if op.d[i] is None:
+            continue
+        t = np.cos(np.arange(7.0)) * (1 + 0.5j if cx else 1.0)
+        base = [a.astype(complex) if cx else a for a in args]
+        h = 1e-6
+
+        def f(e: complex, i: int = i, base: list[np.ndarray] = base, t: np.ndarray = t) -> np.ndarray:
+            xs = [a + e * t if j == i else a for j, a in enumerate(base)]
+            return np.asarray(op.prim.fwd(cnp, *xs))
+
+        fd = (f(h) - f(-h)) / (2 * h)
+        primals = tuple(xg.asarray(a) for a in base)
+        tangents = tuple(xg.asarray(t if j == i else np.zeros_like(a)) for j, a in enumerate(base))
+        _, jt = xg.jvp(op.fn, primals, tangents)
+        np.testing.assert_allclose(np.asarray(jt.numpy() if hasattr(jt, "numpy") else jt), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_saved_values_are_what_the_derivative_reads() -> None:
+    """Only what ``d`` names is kept for backward: ``exp`` its output, ``sin`` its input,
+    ``add`` nothing."""
+    assert (REGISTRY["exp"].prim.save, REGISTRY["exp"].prim.save_ans) == ((), True)
+    assert (REGISTRY["sin"].prim.save, REGISTRY["sin"].prim.save_ans) == ((0,), False)
+    assert (REGISTRY["add"].prim.save, REGISTRY["add"].prim.save_ans) == ((), False)
+    assert (REGISTRY["divide"].prim.save, REGISTRY["divide"].prim.save_ans) == ((1,), True)
+
+
+# ---------------------------------------------------------------- declaration errors
+def _decl(**kw: Any) -> Any:
+    op = Chapter("elementwise", module="tests.test_registry")
+
+    def bad_throwaway(x: Any, /) -> Any:
+        """A bad entry.
+
+        Examples:
+            >>> 1
+            1
+        """
+
+    return op.pointwise(**kw)(bad_throwaway)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({}, "give the derivative d= or the rules vjp="),
+    ({"d": 1, "vjp": (None,)}, "give the derivative d= or the rules vjp="),
+    ({"d": (1, 1)}, "1 arguments, 2 derivatives"),
+    ({"d": lambda xp, y: y}, "reads 'y', which is neither 'ans' nor an argument"),
+    ({"d": lambda x: x}, "takes xp first"),
+    ({"d": "cos"}, "a derivative is a number, a function"),
+    ({"nondiff": True, "d": 1}, "takes no derivative"),
+])
+def test_a_bad_declaration_says_what_is_wrong(kw: dict[str, Any], match: str) -> None:
+    with pytest.raises((xg.XpgradTypeError, xg.XpgradValueError), match=match):
+        _decl(fwd=lambda xp, x: x, **kw)
+    assert "bad_throwaway" not in REGISTRY and "bad_throwaway" not in PRIMITIVES
+
+
+def test_a_declaration_body_is_its_docstring_and_has_an_example() -> None:
+    op = Chapter("elementwise", module="tests.test_registry")
+
+    def with_body(x: Any, /) -> Any:
+        """Has a body.
+
+        Examples:
+            >>> 1
+            1
+        """
+        return x
+
+    with pytest.raises(xg.XpgradTypeError, match="the body of a declaration is its docstring"):
+        op.pointwise(d=1)(with_body)
+
+    def no_example(x: Any, /) -> Any:
+        """No example."""
+
+    with pytest.raises(xg.XpgradValueError, match="needs an Examples: section"):
+        op.pointwise(d=1)(no_example)
+
+    def sin(x: Any, /) -> Any:
+        """A second sin.
+
+        Examples:
+            >>> 1
+            1
+        """
+
+    with pytest.raises(xg.XpgradValueError, match="'sin' is already registered"):
+        op.pointwise(d=1)(sin)
+    assert REGISTRY["sin"].fn is xg.sin
+    assert not math.isnan(float(xg.sin(xg.asarray(1.0))))

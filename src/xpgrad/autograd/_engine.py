@@ -1,17 +1,23 @@
 """The backward engine: one iterative pass in reverse topological order.
 
-Order comes from an iterative depth-first post-order (no recursion, so chains of
-any length work); processing it in reverse visits every node after all of its
+Order comes from the nodes' creation order (a flat walk and one sort, no
+recursion, so chains of any length work): every node is visited after all of its
 consumers. Gradients wait in a buffer per node and are dropped as soon as the
 node has used them; saved values are freed after use unless ``retain_graph``.
 A ``None`` gradient is a symbolic zero: it is never materialized. Gradient
 buffers that the pass allocated itself and that no one else has seen are summed
 into in place, and handed to the next rule to overwrite (``ops._common.scale``),
-so an elementwise chain needs no new buffer per step (see :func:`_pass`).
+so an elementwise chain needs no new buffer per step (see :class:`_Pass`).
 
 First order calls each rule with the node's backend namespace and raw arrays;
 ``create_graph=True`` calls the same rule with the ``xpgrad`` namespace and
-Tensors, so the backward pass is itself recorded.
+Tensors, so the backward pass is itself recorded. The engine gets that namespace
+from the package (``_grad_mode.graph_namespace``); it never imports it.
+
+Reading order: :func:`_pass` is the core (seed the roots, order the nodes, walk,
+deliver); the steps before the walk, the two walks (:func:`_walk_plain`, the hot
+path, and :func:`_walk_checked`), the steps of one node, buffer ownership, hooks
+and delivery follow, each under its own heading.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
     add = st.add
     gslot = GRAD_SLOT.s
     for node in order:
-        # the node's gradient, and whether the pass owns it
+        # 1. the node's gradient (_receive for the rare cases), and whether the pass owns it
         g = pop(node, None)
         own = False
         if g is not None and owned and id(g) in owned:  # (a multi-output node's list never is)
@@ -380,11 +380,12 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
             own = True
         if node.hooks or node.n_out != 1 or capture:
             g, own = _receive(st, node, g, own)
+        # 2. skipped: a zero gradient, or no target downstream
         if g is None or (needed is not None and id(node) not in needed):
             if not retain_graph:
                 node.free()
             continue
-        # what its rules read (_rule_inputs, inlined): still there, not modified in place
+        # 3. what its rules read (_rule_inputs, inlined): still there, not modified in place
         args = node.saved
         if args is None:
             _raise_freed(node)
@@ -401,6 +402,7 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
         # donation: an owned gradient is handed to the rule to overwrite when that rule alone
         # reads it (no other rule can return it, or a view of it)
         donate = own and (nargs == 1 or _one_parent(parents))
+        # 4. each argument's rule (_rule_of, _call_rule), its result fitted and sent on
         for i, parent in enumerate(parents):
             if parent is None or (needed is not None and id(parent) not in needed):
                 continue
@@ -438,7 +440,8 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
                 gbuf[parent] = gi if pb is None else add(pb, gi)
             else:
                 _send(st, node, i, parent, gi)
-        if not retain_graph:  # (_release: Node.free, inlined)
+        # 5. what it saved is freed (_release: Node.free, inlined)
+        if not retain_graph:
             if prim.saves:
                 node.saved = None
             node.ans = None
@@ -453,13 +456,13 @@ def _walk_checked(st: _Pass, order: list[Node]) -> None:
     for NaN). Nothing is owned: no buffer is donated or summed into in place."""
     gbuf = st.gbuf
     for node in order:
-        g, _ = _receive(st, node, gbuf.pop(node, None), False)
-        if g is None or not _wanted(st, node):
+        g, _ = _receive(st, node, gbuf.pop(node, None), False)  # 1. the node's gradient
+        if g is None or not _wanted(st, node):  # 2. skipped
             _release(st, node)
             continue
-        xp, args, ans = _rule_inputs(st, node)
+        xp, args, ans = _rule_inputs(st, node)  # 3. what its rules read
         saved = cast("Sequence[Any]", node.saved)  # (checked by _rule_inputs)
-        for i, parent in enumerate(node.parents):
+        for i, parent in enumerate(node.parents):  # 4. each argument's rule
             if parent is None or not _wanted(st, parent):
                 continue
             rule = _rule_of(node.prim, i)
@@ -473,7 +476,7 @@ def _walk_checked(st: _Pass, order: list[Node]) -> None:
             if st.check_nan:
                 _anomaly.check_backward(node, i, node.xp, g, gi)
             _send(st, node, i, parent, gi)
-        _release(st, node)
+        _release(st, node)  # 5. what it saved is freed
 
 
 # ---- the steps of one node --------------------------------------------------------------

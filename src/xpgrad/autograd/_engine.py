@@ -232,7 +232,7 @@ def _pass(
     """
     seeds = GRAD_SLOT.seeds  # the ones made by _seed for this pass (see _core.GRAD_SLOT)
     GRAD_SLOT.seeds = []
-    st = _Pass(create_graph, retain_graph, check_nan=bool(_anomaly.depth and _anomaly.ANOMALY.get()))
+    st = _Pass(create_graph, retain_graph, bool(_anomaly.depth and _anomaly.ANOMALY.get()))  # (check_nan)
     reached: set[int] = set()
     order = _toposort(_seed_roots(st, outputs, grads), reached)
     if targets is not None:
@@ -360,11 +360,13 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
 
     The hot path of every training step: the same steps as :func:`_walk_checked`, with
     the per-edge ones inlined (:func:`_call_rule`, a rule of one or two arguments called
-    without unpacking; :func:`_send` to a one-output node; :func:`_release`). The rare
+    without unpacking; :func:`_send`, but to a multi-output node; :func:`_release`). The rare
     steps (hooks, multi-output nodes, captured targets) are one call, :func:`_receive`.
     """
     gbuf = st.gbuf
     pop = gbuf.pop
+    leaf_grads = st.leaf_grads
+    leaves = st.leaves
     owned = st.owned
     needed = st.needed
     capture = st.capture
@@ -435,11 +437,13 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
                 _fail_rule(node, g, e)
             if fresh:
                 owned.add(id(gi))
-            if type(parent) is Node and parent.n_out == 1:
+            if type(parent) is not Node:
+                _acc_leaf(leaf_grads, leaves, parent, gi, add)
+            elif parent.n_out == 1:
                 pb = gbuf.get(parent)
                 gbuf[parent] = gi if pb is None else add(pb, gi)
             else:
-                _send(st, node, i, parent, gi)
+                _send(st, node, i, parent, gi)  # (a multi-output parent: its output's entry)
         # 5. what it saved is freed (_release: Node.free, inlined)
         if not retain_graph:
             if prim.saves:

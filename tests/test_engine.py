@@ -495,3 +495,41 @@ def test_unit_seed_multiplies_once() -> None:
     _CountingArray.multiplies = 0
     (g,) = xg.autograd.grad(xg.sum(x * w), [x], grad_outputs=xg.asarray(1.0))  # explicit: multiplied
     assert _CountingArray.multiplies == 2
+
+
+def test_create_graph_runs_the_rules_on_the_namespace_the_package_hands_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import ModuleType
+
+    from xpgrad.autograd import _grad_mode
+
+    assert _grad_mode.graph_namespace() is xg  # registered by `import xpgrad`
+    used: list[str] = []
+
+    class Spy(ModuleType):  # xpgrad itself, recording what the rules look up
+        def __getattr__(self, name: str) -> Any:
+            used.append(name)
+            return getattr(xg, name)
+
+    monkeypatch.setattr(_grad_mode, "_GRAPH_NS", Spy("spy"))
+    x = leaf([0.5, 1.0])
+    (gx,) = xg.autograd.grad(xg.sin(x).sum(), x, create_graph=True)
+    assert "cos" in used  # sin's rule ran on the handed-down namespace
+    np.testing.assert_allclose(gx.detach().numpy(), np.cos([0.5, 1.0]))
+    (ggx,) = xg.autograd.grad(gx.sum(), x)  # and was recorded
+    np.testing.assert_allclose(ggx.numpy(), -np.sin([0.5, 1.0]))
+
+
+def test_the_engine_does_not_import_the_package() -> None:
+    import ast
+    from pathlib import Path
+
+    import xpgrad.autograd
+
+    root = Path(xpgrad.autograd.__file__).parent
+    for name in ("_engine.py", "_grad_mode.py"):
+        tree = ast.parse((root / name).read_text())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                assert all(a.name.split(".")[0] != "xpgrad" for a in n.names), f"{name}:{n.lineno}"
+            elif isinstance(n, ast.ImportFrom):
+                assert n.level > 0 or (n.module or "").split(".")[0] != "xpgrad", f"{name}:{n.lineno}"

@@ -7,6 +7,7 @@ only where no input array exists.
 
 from __future__ import annotations
 
+import sys as _sys
 from math import e, inf, nan, pi  # the standard's constants
 
 from ._dtypes import (
@@ -52,6 +53,7 @@ from ._policy import DevicePolicy, current_policy, default_device, reset_policy,
 from ._spec import API_VERSION as __array_api_version__
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd._anomaly import detect_anomaly
+from .autograd._grad_mode import set_graph_namespace as _set_graph_namespace
 from ._custom import custom_jvp, custom_vjp
 from ._checkpoint import checkpoint, remat
 from .functional import grad, hvp, jvp, linearize, stop_gradient, value_and_grad, vjp
@@ -80,3 +82,7 @@ from ._jacobian import hessian, jacfwd, jacobian, jacrev
 newaxis = None  # the standard's constant: x[newaxis] adds an axis
 
 __version__ = "0.1.0"
+
+# the autograd core runs rules on this namespace when the backward pass is recorded
+# (create_graph); it is handed down here, so the core never imports the package
+_set_graph_namespace(_sys.modules[__name__])

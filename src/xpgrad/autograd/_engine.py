@@ -1,17 +1,23 @@
 """The backward engine: one iterative pass in reverse topological order.
 
-Order comes from an iterative depth-first post-order (no recursion, so chains of
-any length work); processing it in reverse visits every node after all of its
+Order comes from the nodes' creation order (a flat walk and one sort, no
+recursion, so chains of any length work): every node is visited after all of its
 consumers. Gradients wait in a buffer per node and are dropped as soon as the
 node has used them; saved values are freed after use unless ``retain_graph``.
 A ``None`` gradient is a symbolic zero: it is never materialized. Gradient
 buffers that the pass allocated itself and that no one else has seen are summed
 into in place, and handed to the next rule to overwrite (``ops._common.scale``),
-so an elementwise chain needs no new buffer per step (see :func:`_pass`).
+so an elementwise chain needs no new buffer per step (see :class:`_Pass`).
 
 First order calls each rule with the node's backend namespace and raw arrays;
 ``create_graph=True`` calls the same rule with the ``xpgrad`` namespace and
-Tensors, so the backward pass is itself recorded.
+Tensors, so the backward pass is itself recorded. The engine gets that namespace
+from the package (``_grad_mode.graph_namespace``); it never imports it.
+
+Reading order: :func:`_pass` is the core (seed the roots, order the nodes, walk,
+deliver); the steps before the walk, the two walks (:func:`_walk_plain`, the hot
+path, and :func:`_walk_checked`), the steps of one node, buffer ownership, hooks
+and delivery follow, each under its own heading.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import array_api_compat
 
@@ -37,8 +43,8 @@ from .._exceptions import (
     XpgradValueError,
 )
 from . import _anomaly
-from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, broadcast_like, fit_dtype
-from ._grad_mode import GRAD_ENABLED
+from ._core import GRAD_SLOT, WANT_FRESH, ArgMeta, Node, Primitive, broadcast_like, fit_dtype
+from ._grad_mode import GRAD_ENABLED, graph_namespace
 from ._tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
@@ -69,6 +75,21 @@ def _toposort(roots: list[Node], leaves: set[int]) -> list[Node]:
 
 
 _by_seq = operator.attrgetter("seq")
+
+
+def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
+    """ids of the nodes and leaves whose backward leads to a target."""
+    need: set[int] = set()
+    for t in targets:
+        need.add(id(t) if t._node is None else id(t._node))
+    for node in reversed(order):  # producers first
+        if id(node) in need:
+            continue
+        for p in node.parents:
+            if p is not None and id(p) in need:
+                need.add(id(node))
+                break
+    return need
 
 
 def _unbroadcast(xp: Any, g: Any, like: Any) -> Any:
@@ -181,7 +202,7 @@ def _run(
     token = GRAD_ENABLED.set(create_graph if record is None else record)
     try:
         return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
-                     func=func, accumulate=accumulate)
+                     accumulate=accumulate)
     finally:
         GRAD_ENABLED.reset(token)
         slot = GRAD_SLOT.s
@@ -196,27 +217,88 @@ def _pass(
     retain_graph: bool,
     create_graph: bool,
     targets: Sequence[Tensor] | None,
-    func: str,
     accumulate: bool = False,
 ) -> list[Any] | None:
-    """One backward pass (see :func:`_run`).
+    """One backward pass (see :func:`_run`): seed the roots, order the nodes, walk them,
+    hand out the gradients.
 
-    Gradient buffers: ``gbuf[node]`` is the gradient of a one-output node itself, a
-    list (one entry per output) for a multi-output node. None is a symbolic zero.
-
-    Ownership: ``owned`` holds the ids of the gradient buffers that the pass itself
-    allocated (fresh results of ``ops._common.scale``, of an accumulation) and that
-    sit in exactly one buffer slot, seen by no one else. Such a buffer is summed
-    into in place, and donated (``GRAD_SLOT.s[0]``) to its node's rule when that rule is
-    the only one to read it. Ids leave the set when their buffer is taken out, so an
-    id never outlives its array. Not at all under ``create_graph`` (Tensors) or
-    anomaly detection (which compares the gradient before and after the rule).
+    The walk visits each node after all of its consumers and does, per node: take its
+    gradient (:func:`_receive` when it has hooks, several outputs or is a target), skip
+    it when nothing needs it, check what its rules read (:func:`_rule_inputs`: freed?
+    modified in place?), run each argument's rule and send the result to that argument's
+    producer or leaf (:func:`_send`), free what the node saved (:func:`_release`).
+    Two walks, chosen once per pass: :func:`_walk_plain` (first order, with buffer
+    donation) and :func:`_walk_checked` (``create_graph`` or anomaly detection).
     """
     seeds = GRAD_SLOT.seeds  # the ones made by _seed for this pass (see _core.GRAD_SLOT)
     GRAD_SLOT.seeds = []
-    gbuf: dict[Node, Any] = {}
-    leaf_grads: dict[int, Any] = {}
-    leaves: dict[int, Tensor] = {}
+    st = _Pass(create_graph, retain_graph, bool(_anomaly.depth and _anomaly.ANOMALY.get()))  # (check_nan)
+    reached: set[int] = set()
+    order = _toposort(_seed_roots(st, outputs, grads), reached)
+    if targets is not None:
+        _select_targets(st, order, targets, reached)
+    if st.track:
+        _lend_units(st, grads, seeds)
+        _walk_plain(st, order)
+    else:
+        _walk_checked(st, order)
+    GRAD_SLOT.s[2] = GRAD_SLOT.s[3] = None
+    return _deliver(st, targets, accumulate)
+
+
+class _Pass:
+    """The state of one backward pass, shared by its steps.
+
+    Gradient buffers: ``gbuf[node]`` is the gradient of a one-output node itself, a
+    list (one entry per output) for a multi-output node; ``leaf_grads[id(leaf)]`` is a
+    leaf's (``leaves`` maps the id back to the leaf). None is a symbolic zero.
+
+    Targets (``grad``, ``backward(inputs=)``): ``results[k]`` is target k's gradient;
+    ``capture`` maps (id(node), output index) of a target that is an inner node to its
+    k; ``needed`` holds the ids of the nodes and leaves that lead to a target (None: all).
+
+    Ownership (``track``: first order without anomaly detection): ``owned`` holds the ids
+    of the gradient buffers that the pass itself allocated (fresh results of
+    ``ops._common.scale``, of an accumulation) and that sit in exactly one buffer slot,
+    seen by no one else. Such a buffer is summed into in place (``add``), and donated
+    (``GRAD_SLOT.s[0]``) to its node's rule when that rule is the only one to read it.
+    Ids leave the set when their buffer is taken out, so an id never outlives its array.
+    Not at all under ``create_graph`` (Tensors) or anomaly detection (which compares the
+    gradient before and after the rule). ``borrowed``: ``GRAD_SLOT.s[3]``.
+
+    ``xp``: the namespace the rules run on under ``create_graph`` (:func:`graph_namespace`).
+    """
+
+    __slots__ = ("add", "borrowed", "capture", "check_nan", "create_graph", "gbuf", "leaf_grads", "leaves",
+                 "needed", "owned", "results", "retain_graph", "track", "xp")
+
+    def __init__(self, create_graph: bool, retain_graph: bool, check_nan: bool) -> None:
+        self.create_graph = create_graph
+        self.retain_graph = retain_graph
+        self.check_nan = check_nan
+        self.track = not create_graph and not check_nan
+        self.xp: Any = graph_namespace() if create_graph else None
+        self.gbuf: dict[Node, Any] = {}
+        self.leaf_grads: dict[int, Any] = {}
+        self.leaves: dict[int, Tensor] = {}
+        self.results: list[Any] = []
+        self.capture: dict[tuple[int, int], int] = {}
+        self.needed: set[int] | None = None
+        self.owned: set[int] = set()
+        # two gradients of one argument: summed in place into an owned buffer when tracking
+        self.add: Callable[[Any, Any], Any] = functools.partial(_accum, self.owned) if self.track else operator.add
+        self.borrowed: dict[int, Any] = {}
+
+
+# ---- before the walk --------------------------------------------------------------------
+
+
+def _seed_roots(st: _Pass, outputs: Sequence[Tensor], grads: Sequence[Any]) -> list[Node]:
+    """Put each output's upstream gradient into its node's buffer (an output that is a leaf:
+    straight into the leaf's gradient), a Tensor under ``create_graph``, else a raw array.
+    Returns the nodes seeded: the roots of the walk."""
+    create_graph = st.create_graph
+    gbuf = st.gbuf
     roots: list[Node] = []
     for t, g in zip(outputs, grads):
         if create_graph and not isinstance(g, Tensor):
@@ -225,7 +307,7 @@ def _pass(
             g = g.data
         node = t._node
         if node is None:
-            _acc_leaf(leaf_grads, leaves, t, g)
+            _acc_leaf(st.leaf_grads, st.leaves, t, g)
             continue
         if node not in gbuf:
             roots.append(node)
@@ -237,116 +319,102 @@ def _pass(
             buf = gbuf[node]
             j = t._oidx
             buf[j] = g if buf[j] is None else buf[j] + g
+    return roots
 
-    capture: dict[tuple[int, int], int] = {}
-    needed: set[int] | None = None
-    reached: set[int] = set()
-    order = _toposort(roots, reached)
-    if targets is not None:
-        tids = set()
-        for k, t in enumerate(targets):
-            if t._node is not None:
-                capture[(id(t._node), t._oidx)] = k
-            tids.add(id(t))
-        # every node leads to some leaf, so when every leaf reached is a target (and no
-        # target is an inner node) every node is needed: no pruning walk
-        if capture or not reached <= tids:
-            needed = _needed(order, targets)
-    results: list[Any] = [None] * (len(targets) if targets is not None else 0)
-    check_nan = _anomaly.depth and _anomaly.ANOMALY.get()
-    track = not create_graph and not check_nan
-    owned: set[int] = set()
-    # two gradients of one argument: summed in place into an owned buffer when tracking
-    add = functools.partial(_accum, owned) if track else operator.add
-    gslot = GRAD_SLOT.s
-    borrowed: dict[int, Any] = {}
-    if track and seeds:
+
+def _select_targets(st: _Pass, order: list[Node], targets: Sequence[Tensor], reached: set[int]) -> None:
+    """Prepare a pass that returns the gradients of ``targets``: a result slot each, the
+    targets that are inner nodes to capture when the walk reaches them, and the nodes
+    that lead to a target (``needed``; the others are skipped). ``reached``: the ids of
+    the leaves the graph reaches. Every node leads to some leaf, so when every leaf
+    reached is a target and no target is an inner node, every node is needed: no pruning.
+    """
+    st.results = [None] * len(targets)
+    tids = set()
+    for k, t in enumerate(targets):
+        if t._node is not None:
+            st.capture[(id(t._node), t._oidx)] = k
+        tids.add(id(t))
+    if st.capture or not reached <= tids:
+        st.needed = _needed(order, targets)
+
+
+def _lend_units(st: _Pass, grads: Sequence[Any], seeds: list[Any]) -> None:
+    """Tell the rule helpers which upstream gradients are units (the ones ``_seed`` made
+    for this pass), so that multiplying by one costs nothing; a value ``scale`` then
+    passes through as it is is recorded in ``st.borrowed`` (see ``_core.GRAD_SLOT``)."""
+    if seeds:
         units = {id(g): g for g in grads if any(g is u for u in seeds)}
         if units:
+            gslot = GRAD_SLOT.s
             gslot[2] = units
-            gslot[3] = borrowed
-    pop = gbuf.pop
+            gslot[3] = st.borrowed
 
+
+# ---- the walk ---------------------------------------------------------------------------
+
+
+def _walk_plain(st: _Pass, order: list[Node]) -> None:
+    """The first-order walk: raw arrays on each node's own namespace, buffers owned and
+    donated (see :class:`_Pass`).
+
+    The hot path of every training step: the same steps as :func:`_walk_checked`, with
+    the per-edge ones inlined (:func:`_call_rule`, a rule of one or two arguments called
+    without unpacking; :func:`_send`, but to a multi-output node; :func:`_release`). The rare
+    steps (hooks, multi-output nodes, captured targets) are one call, :func:`_receive`.
+    """
+    gbuf = st.gbuf
+    pop = gbuf.pop
+    leaf_grads = st.leaf_grads
+    leaves = st.leaves
+    owned = st.owned
+    needed = st.needed
+    capture = st.capture
+    retain_graph = st.retain_graph
+    add = st.add
+    gslot = GRAD_SLOT.s
     for node in order:
-        n_out = node.n_out
+        # 1. the node's gradient (_receive for the rare cases), and whether the pass owns it
         g = pop(node, None)
         own = False
-        if n_out == 1:
-            if g is not None:
-                if owned:
-                    k = id(g)
-                    if k in owned:
-                        owned.discard(k)
-                        own = True
-                if node.hooks:
-                    own = False  # a hook may keep the gradient it is shown
-                    g = _run_hooks(node, [g], create_graph)[0]
-                if capture:
-                    slot = capture.get((id(node), 0))
-                    if slot is not None:
-                        results[slot] = g
-                        own = False
-        elif g is not None:  # a multi-output node: its list of per-output gradients
-            buf = g
-            if owned:
-                for b in buf:
-                    k = id(b)
-                    if k in owned:
-                        owned.discard(k)
-            if node.hooks:
-                buf = _run_hooks(node, buf, create_graph)
-            if capture:
-                for j in range(n_out):
-                    slot = capture.get((id(node), j))
-                    if slot is not None and buf[j] is not None:
-                        results[slot] = buf[j]
-            g = None if all(b is None for b in buf) else tuple(buf)
+        if g is not None and owned and id(g) in owned:  # (a multi-output node's list never is)
+            owned.discard(id(g))
+            own = True
+        if node.hooks or node.n_out != 1 or capture:
+            g, own = _receive(st, node, g, own)
+        # 2. skipped: a zero gradient, or no target downstream
         if g is None or (needed is not None and id(node) not in needed):
             if not retain_graph:
                 node.free()
             continue
+        # 3. what its rules read (_rule_inputs, inlined): still there, not modified in place
+        args = node.saved
+        if args is None:
+            _raise_freed(node)
+        ch = node.checks
+        if ch and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
+            _check_versions(node)  # raises, naming the value
         prim = node.prim
-        saved: Any = node.saved  # the raw arguments (or their ArgMeta): what the rules read
-        if saved is None:  # (freed, and its rules read saved data: a node that reads only shapes keeps them)
-            msg = (
-                f"backward: trying to go through the graph of {prim.name} a second time, but its "
-                "saved values were freed after the first backward; pass retain_graph=True to the "
-                "first backward (or grad call) if you need to go through it again"
-            )
-            raise GraphFreedError(msg)
-        if create_graph:
-            import xpgrad
-
-            args, ans = _saved_inputs(node, True)
-            xp = xpgrad
-        else:
-            ch = node.checks
-            if ch and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
-                _check_versions(node)  # raises, naming the value
-            args = saved
-            ans = node.ans
-            xp = node.xp
+        vjps = prim.vjps
+        xp = node.xp
+        ans = node.ans
         kw = node.kw
         nargs = len(args)
-        vjps = prim.vjps
         parents = node.parents
-        # donate the gradient when one rule alone reads it (no other rule can return it, or a view)
-        # (identity counts: list.count would compare a Tensor parent with ==, elementwise)
+        # donation: an owned gradient is handed to the rule to overwrite when that rule alone
+        # reads it (no other rule can return it, or a view of it)
         donate = own and (nargs == 1 or _one_parent(parents))
+        # 4. each argument's rule (_rule_of, _call_rule), its result fitted and sent on
         for i, parent in enumerate(parents):
-            if parent is None:
-                continue
-            if needed is not None and id(parent) not in needed:
+            if parent is None or (needed is not None and id(parent) not in needed):
                 continue
             rule = vjps[i] if i < len(vjps) else prim.vjp_rule(i)
-            if rule is None:  # recorded only when a rule exists; kept for safety
-                msg = f"{prim.name}: no gradient rule for argument {i}"
-                raise NonDifferentiableError(msg)
+            if rule is None:
+                _no_rule(prim, i)
+            if donate:
+                gslot[0] = g
+            gslot[1] = WANT_FRESH
             try:
-                if track:
-                    if donate:
-                        gslot[0] = g
-                    gslot[1] = WANT_FRESH
                 if kw:
                     gi = rule(xp, g, ans, *args, **kw)
                 elif nargs == 1:
@@ -355,37 +423,29 @@ def _pass(
                     gi = rule(xp, g, ans, args[0], args[1])
                 else:
                     gi = rule(xp, g, ans, *args)
-                if track:
-                    fresh = gi is not None and gslot[1] is gi
-                    gslot[0] = gslot[1] = None
+                fresh = gi is not None and gslot[1] is gi  # a new buffer: the pass owns it
+                gslot[0] = gslot[1] = None
                 if gi is None:
                     continue
-                m = saved[i]
-                # the common case, a gradient already of the argument's shape and dtype, is
-                # two comparisons; anything else is fitted (shapes of unknown size included)
-                if create_graph or getattr(gi, "shape", None) != m.shape or (
-                        gi.dtype is not m.dtype and gi.dtype != m.dtype):
-                    gi = _fit(xp, gi, m, create_graph)
-                    fresh = False  # (a copy, possibly a view of it: not tracked)
+                m = args[i]
+                # (_fit, when needed: the common case, a gradient already of the argument's
+                # shape and dtype, is two comparisons; shapes of unknown size are fitted)
+                if getattr(gi, "shape", None) != m.shape or (gi.dtype is not m.dtype and gi.dtype != m.dtype):
+                    gi = _fit(xp, gi, m, False)
+                    fresh = False  # (a copy, possibly a view of it: not owned)
             except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
                 _fail_rule(node, g, e)
-            if check_nan:
-                _anomaly.check_backward(node, i, node.xp, g, gi)
-            if track and fresh:
+            if fresh:
                 owned.add(id(gi))
-            if type(parent) is Node:
-                if parent.n_out == 1:
-                    pb = gbuf.get(parent)
-                    gbuf[parent] = gi if pb is None else add(pb, gi)
-                else:
-                    pb = gbuf.get(parent)
-                    if pb is None:
-                        pb = gbuf[parent] = [None] * parent.n_out
-                    j = node.pidx[i]
-                    pb[j] = gi if pb[j] is None else add(pb[j], gi)
-            else:
+            if type(parent) is not Node:
                 _acc_leaf(leaf_grads, leaves, parent, gi, add)
-        if not retain_graph:  # (Node.free, inlined)
+            elif parent.n_out == 1:
+                pb = gbuf.get(parent)
+                gbuf[parent] = gi if pb is None else add(pb, gi)
+            else:
+                _send(st, node, i, parent, gi)  # (a multi-output parent: its output's entry)
+        # 5. what it saved is freed (_release: Node.free, inlined)
+        if not retain_graph:
             if prim.saves:
                 node.saved = None
             node.ans = None
@@ -393,59 +453,236 @@ def _pass(
             node.fw = None
             node.freed = True
 
-    gslot[2] = gslot[3] = None
-    if targets is not None:
-        for k, t in enumerate(targets):
-            if t._node is None and id(t) in leaf_grads:
-                g = leaf_grads[id(t)]
-                if t._hooks:  # a leaf's hooks run for grad() and backward(inputs=) too, as in PyTorch
-                    owned.discard(id(g))
-                    g = _apply_hooks(t._hooks, g, create_graph)
-                results[k] = g
-        if borrowed:  # a value scale() passed through (a saved input): the caller gets a copy
-            for k, r in enumerate(results):
-                if r is not None and borrowed.get(id(r)) is r:
-                    results[k] = _copy(r)
-        if accumulate:  # backward(inputs=...): into each input's .grad
-            for t, g in zip(targets, results):
-                if g is not None:
-                    _give(t, g, id(g) in owned, create_graph)
-            return None
-        return results
-    for key, g in leaf_grads.items():
-        leaf = leaves[key]
-        fresh = id(g) in owned
-        if leaf._hooks:
-            g = _apply_hooks(leaf._hooks, g, create_graph)
-            fresh = False
-        _give(leaf, g, fresh, create_graph)
-    return None
+
+def _walk_checked(st: _Pass, order: list[Node]) -> None:
+    """The walk under ``create_graph`` (the rules run on Tensors with the graph namespace,
+    so the pass is itself recorded) or anomaly detection (each rule's result is checked
+    for NaN). Nothing is owned: no buffer is donated or summed into in place."""
+    gbuf = st.gbuf
+    for node in order:
+        g, _ = _receive(st, node, gbuf.pop(node, None), False)  # 1. the node's gradient
+        if g is None or not _wanted(st, node):  # 2. skipped
+            _release(st, node)
+            continue
+        xp, args, ans = _rule_inputs(st, node)  # 3. what its rules read
+        saved = cast("Sequence[Any]", node.saved)  # (checked by _rule_inputs)
+        for i, parent in enumerate(node.parents):  # 4. each argument's rule
+            if parent is None or not _wanted(st, parent):
+                continue
+            rule = _rule_of(node.prim, i)
+            try:
+                gi = _call_rule(rule, node, xp, g, ans, args)
+                if gi is None:
+                    continue
+                gi = _fit(xp, gi, saved[i], st.create_graph)
+            except Exception as e:  # noqa: BLE001 - re-raised, or replaced by a clearer error
+                _fail_rule(node, g, e)
+            if st.check_nan:
+                _anomaly.check_backward(node, i, node.xp, g, gi)
+            _send(st, node, i, parent, gi)
+        _release(st, node)  # 5. what it saved is freed
 
 
-def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:
-    """Accumulate the gradient ``g`` into ``leaf.grad``.
+# ---- the steps of one node --------------------------------------------------------------
 
-    A leaf gets a buffer of its own, which it may modify in place (``p.grad *= s``, as in
-    PyTorch): a first gradient that the pass did not allocate for this leaf alone (a
-    broadcast view, a saved value, one array shared by the two arguments of ``add``) is
-    copied. ``fresh``: ``g`` is such an allocation (in the pass's ``owned`` set).
+
+def _receive(st: _Pass, node: Node, g: Any, own: bool) -> tuple[Any, bool]:
+    """The rare part of taking a node's gradient ``g`` (``own``: the pass owns it).
+
+    A multi-output node's per-output list is released from ownership and becomes a tuple
+    for its rules (None when every entry is). The node's hooks run and may replace the
+    gradient (then no longer owned: a hook may keep what it is shown). A target that is
+    this node (``grad`` of an inner Tensor) gets its result (shared: no longer owned).
+    Returns the gradient and whether the pass still owns it.
     """
-    if create_graph:
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
-    elif leaf.grad is None:
-        leaf.grad = _wrap(g if fresh else _copy(g))
+    if g is None:
+        return None, False
+    capture = st.capture
+    if node.n_out == 1:
+        if node.hooks:
+            own = False
+            g = _run_hooks(node, [g], st.create_graph)[0]
+        if capture:
+            slot = capture.get((id(node), 0))
+            if slot is not None:
+                st.results[slot] = g
+                own = False
+        return g, own
+    buf = g
+    owned = st.owned
+    for b in buf:
+        owned.discard(id(b))
+    if node.hooks:
+        buf = _run_hooks(node, buf, st.create_graph)
+    if capture:
+        for j in range(node.n_out):
+            slot = capture.get((id(node), j))
+            if slot is not None and buf[j] is not None:
+                st.results[slot] = buf[j]
+    return (None if all(b is None for b in buf) else tuple(buf)), False
+
+
+def _wanted(st: _Pass, x: Any) -> bool:
+    """Whether node or leaf ``x`` leads to a target (always, without targets to prune to)."""
+    return st.needed is None or id(x) in st.needed
+
+
+def _rule_inputs(st: _Pass, node: Node) -> tuple[Any, Sequence[Any], Any]:
+    """What the node's rules read: the namespace, the saved arguments (or their ArgMeta)
+    and the output. Raises when they were freed by an earlier pass or modified in place
+    since. Under ``create_graph``: the graph namespace and Tensors (:func:`_saved_tensors`)."""
+    if node.saved is None:
+        _raise_freed(node)
+    _check_versions(node)
+    if st.create_graph:
+        args, ans = _saved_tensors(node)
+        return st.xp, args, ans
+    return node.xp, node.saved, node.ans
+
+
+def _raise_freed(node: Node) -> NoReturn:
+    """Going through a node a second time after its saved values were freed."""
+    msg = (
+        f"backward: trying to go through the graph of {node.prim.name} a second time, but its "
+        "saved values were freed after the first backward; pass retain_graph=True to the "
+        "first backward (or grad call) if you need to go through it again"
+    )
+    raise GraphFreedError(msg)
+
+
+def _stale(ch: tuple[Any, ...]) -> bool:
+    """Whether any version box of a flat checks tuple moved since it was recorded."""
+    return any(ch[k][0] != ch[k + 1] for k in range(1, len(ch), 3))
+
+
+def _check_versions(node: Node) -> None:
+    """Raise if a value saved for backward was modified in place since it was recorded."""
+    ch = node.checks or ()
+    for k in range(0, len(ch), 3):
+        pos, box, ver = ch[k], ch[k + 1], ch[k + 2]
+        if box[0] != ver:
+            what = "its output" if pos < 0 else f"argument {pos}"
+            msg = (
+                f"{node.prim.name}: {what}, saved for backward, was modified in place afterwards "
+                f"(version {box[0]}, expected {ver}); make a copy before modifying it, or "
+                "modify it out of place"
+            )
+            raise InPlaceModificationError(msg)
+
+
+def _saved_tensors(node: Node) -> tuple[Sequence[Any], Any]:
+    """The saved arguments and output as Tensors on the tape (``create_graph``): each
+    connected to its producer, so that the recorded pass differentiates through it, and
+    with its tangents back (forward mode over reverse)."""
+    saved = node.saved or ()
+    ans = node.ans
+    fw_args, fw_ans = node.fw if node.fw is not None else (None, None)
+    args: list[Any] = []
+    for i, d in enumerate(saved):
+        if d is None or type(d) is ArgMeta or not hasattr(d, "shape"):
+            args.append(d)
+            continue
+        p = node.parents[i]
+        if p is None:
+            t = _wrap(d)
+        elif type(p) is Node:
+            t = _wrap(d, p, node.pidx[i])
+        else:
+            args.append(p)  # the leaf itself (its version was checked)
+            continue
+        if fw_args is not None:
+            t._fw = fw_args[i]
+        args.append(t)
+    if ans is not None:
+        if node.n_out == 1:
+            ans = _wrap(ans, node, 0)
+            if fw_ans is not None:
+                ans._fw = fw_ans
+        else:
+            ans = tuple(_wrap(a, node, j) if is_float(a.dtype) else _wrap(a) for j, a in enumerate(ans))
+            if fw_ans is not None:
+                for a, f in zip(ans, fw_ans):
+                    a._fw = f
+    return args, ans
+
+
+def _rule_of(prim: Primitive, i: int) -> Callable[..., Any]:
+    """The gradient rule of ``prim`` for argument ``i``."""
+    vjps = prim.vjps
+    rule = vjps[i] if i < len(vjps) else prim.vjp_rule(i)
+    if rule is None:
+        _no_rule(prim, i)
+    return rule
+
+
+def _no_rule(prim: Primitive, i: int) -> NoReturn:
+    # (a node is recorded only for arguments whose rule exists: kept for safety)
+    msg = f"{prim.name}: no gradient rule for argument {i}"
+    raise NonDifferentiableError(msg)
+
+
+def _call_rule(rule: Callable[..., Any], node: Node, xp: Any, g: Any, ans: Any, args: Sequence[Any]) -> Any:
+    """``rule(xp, g, ans, *args, **kw)``: an argument's gradient from the upstream ``g``."""
+    return rule(xp, g, ans, *args, **node.kw)
+
+
+def _fail_rule(node: Node, g: Any, err: Exception) -> NoReturn:
+    """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
+    from .._dispatch import check_known_shapes
+
+    shapes = [m.shape for m in node.saved or () if hasattr(m, "shape")]
+    shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
+    check_known_shapes(node.prim.name, shapes, err, backward=True)
+    try:
+        raise err
+    finally:
+        del err  # no cycle error -> traceback -> this frame -> error: the graph dies by refcount
+
+
+def _send(st: _Pass, node: Node, i: int, parent: Any, gi: Any) -> None:
+    """Add argument ``i``'s gradient ``gi`` to what its parent has: the buffer of the node
+    that produced the argument (that output's entry, for a multi-output node), or the
+    leaf's gradient."""
+    add = st.add
+    if type(parent) is Node:
+        gbuf = st.gbuf
+        pb = gbuf.get(parent)
+        if parent.n_out == 1:
+            gbuf[parent] = gi if pb is None else add(pb, gi)
+        else:
+            if pb is None:
+                pb = gbuf[parent] = [None] * parent.n_out
+            j = node.pidx[i]
+            pb[j] = gi if pb[j] is None else add(pb[j], gi)
     else:
-        leaf.grad = leaf.grad + _wrap(g)
+        _acc_leaf(st.leaf_grads, st.leaves, parent, gi, add)
 
 
-def _copy(a: Any) -> Any:
-    """A new array with ``a``'s values (for a gradient the pass does not own)."""
-    xp = _CACHE.get((type(a),)) or backend_namespace(a)
-    return xp.asarray(a, copy=True)
+def _acc_leaf(leaf_grads: dict[int, Any], leaves: dict[int, Tensor], leaf: Tensor, g: Any,
+              add: Callable[[Any, Any], Any] = operator.add) -> None:
+    """Add ``g`` to the pass's gradient of ``leaf``."""
+    k = id(leaf)
+    prev = leaf_grads.get(k)
+    if prev is None:
+        leaf_grads[k] = g
+        leaves[k] = leaf
+    else:
+        leaf_grads[k] = add(prev, g)
+
+
+def _release(st: _Pass, node: Node) -> None:
+    """Free what the node saved for its rules, unless ``retain_graph`` (a later pass may go
+    through it again)."""
+    if not st.retain_graph:
+        node.free()
+
+
+# ---- buffer ownership (see _Pass) -------------------------------------------------------
 
 
 def _one_parent(parents: Sequence[Any]) -> bool:
-    """Whether exactly one argument has a parent (so exactly one rule reads the gradient)."""
+    """Whether exactly one argument has a parent (so exactly one rule reads the gradient).
+    (Identity counts: list.count would compare a Tensor parent with ==, elementwise.)"""
     n = 0
     for p in parents:
         if p is not None:
@@ -475,46 +712,25 @@ def _accum(owned: set[int], a: Any, b: Any) -> Any:
     return r
 
 
-def _fail_rule(node: Node, g: Any, err: Exception) -> None:
-    """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
-    from .._dispatch import check_known_shapes
-
-    shapes = [m.shape for m in node.saved or () if hasattr(m, "shape")]
-    shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
-    check_known_shapes(node.prim.name, shapes, err, backward=True)
-    try:
-        raise err
-    finally:
-        del err  # no cycle error -> traceback -> this frame -> error: the graph dies by refcount
+def _copy(a: Any) -> Any:
+    """A new array with ``a``'s values (for a gradient the pass does not own)."""
+    xp = _CACHE.get((type(a),)) or backend_namespace(a)
+    return xp.asarray(a, copy=True)
 
 
-def _needed(order: list[Node], targets: Sequence[Tensor]) -> set[int]:
-    """ids of the nodes and leaves whose backward leads to a target."""
-    need: set[int] = set()
-    for t in targets:
-        need.add(id(t) if t._node is None else id(t._node))
-    for node in reversed(order):  # producers first
-        if id(node) in need:
-            continue
-        for p in node.parents:
-            if p is not None and id(p) in need:
-                need.add(id(node))
-                break
-    return need
+# ---- hooks ------------------------------------------------------------------------------
 
 
-def _acc_leaf(leaf_grads: dict[int, Any], leaves: dict[int, Tensor], leaf: Tensor, g: Any,
-              add: Callable[[Any, Any], Any] = operator.add) -> None:
-    k = id(leaf)
-    prev = leaf_grads.get(k)
-    if prev is None:
-        leaf_grads[k] = g
-        leaves[k] = leaf
-    else:
-        leaf_grads[k] = add(prev, g)
+def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
+    """Run the node's hooks on each output's gradient in ``buf`` (replaced where a hook returns one)."""
+    for j, hooks in cast("dict[int, Any]", node.hooks).items():  # (not None: checked by the caller)
+        if buf[j] is not None and hooks:
+            buf[j] = _apply_hooks(hooks, buf[j], create_graph)
+    return buf
 
 
 def _apply_hooks(hooks: list[Any], g: Any, create_graph: bool) -> Any:
+    """Run ``hooks`` in order on the gradient ``g``; each sees the previous one's result."""
     for hook in list(hooks):
         gt = g if create_graph else _wrap(g)
         r = hook(gt)
@@ -554,70 +770,72 @@ def check_hook_result(hook: Any, r: Any, g: Any, what: str) -> None:
         raise DeviceMismatchError(msg)
 
 
-def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
-    for j, hooks in cast("dict[int, Any]", node.hooks).items():  # (not None: checked by the caller)
-        if buf[j] is not None and hooks:
-            buf[j] = _apply_hooks(hooks, buf[j], create_graph)
-    return buf
+# ---- after the walk ---------------------------------------------------------------------
 
 
-def _stale(ch: tuple[Any, ...]) -> bool:
-    """Whether any version box of a flat checks tuple moved since it was recorded."""
-    return any(ch[k][0] != ch[k + 1] for k in range(1, len(ch), 3))
+def _deliver(st: _Pass, targets: Sequence[Tensor] | None, accumulate: bool) -> list[Any] | None:
+    """Hand out the pass's gradients: into the leaves' ``.grad`` (no targets), into the
+    targets' ``.grad`` (``accumulate``: ``backward(inputs=)``), or as one per target."""
+    if targets is None:
+        _give_leaves(st)
+        return None
+    results = _target_results(st, targets)
+    if accumulate:
+        for t, g in zip(targets, results):
+            if g is not None:
+                _give(t, g, id(g) in st.owned, st.create_graph)
+        return None
+    return results
 
 
-def _check_versions(node: Node) -> None:
-    """Raise if a value saved for backward was modified in place since it was recorded."""
-    ch = node.checks or ()
-    for k in range(0, len(ch), 3):
-        pos, box, ver = ch[k], ch[k + 1], ch[k + 2]
-        if box[0] != ver:
-            what = "its output" if pos < 0 else f"argument {pos}"
-            msg = (
-                f"{node.prim.name}: {what}, saved for backward, was modified in place afterwards "
-                f"(version {box[0]}, expected {ver}); make a copy before modifying it, or "
-                "modify it out of place"
-            )
-            raise InPlaceModificationError(msg)
+def _target_results(st: _Pass, targets: Sequence[Tensor]) -> list[Any]:
+    """Each target's gradient: captured by the walk (an inner node), or the leaf's after
+    its hooks (they run for ``grad()`` and ``backward(inputs=)`` too, as in PyTorch). A
+    borrowed value (one ``scale`` passed through: a saved input) is copied for the caller."""
+    results = st.results
+    for k, t in enumerate(targets):
+        if t._node is None and id(t) in st.leaf_grads:
+            g = st.leaf_grads[id(t)]
+            if t._hooks:
+                st.owned.discard(id(g))
+                g = _apply_hooks(t._hooks, g, st.create_graph)
+            results[k] = g
+    borrowed = st.borrowed
+    if borrowed:
+        for k, r in enumerate(results):
+            if r is not None and borrowed.get(id(r)) is r:
+                results[k] = _copy(r)
+    return results
 
 
-def _saved_inputs(node: Node, create_graph: bool) -> tuple[Sequence[Any], Any]:
-    """The saved arguments and output, checked against in-place changes."""
-    _check_versions(node)
-    saved = node.saved or ()
-    ans = node.ans
-    if not create_graph:
-        return saved, ans
-    # forward mode (fwd-over-rev): the saved values get back their tangents
-    fw_args, fw_ans = node.fw if node.fw is not None else (None, None)
-    args: list[Any] = []
-    for i, d in enumerate(saved):
-        if d is None or type(d) is ArgMeta or not hasattr(d, "shape"):
-            args.append(d)
-            continue
-        p = node.parents[i]
-        if p is None:
-            t = _wrap(d)
-        elif type(p) is Node:
-            t = _wrap(d, p, node.pidx[i])
-        else:
-            args.append(p)  # the leaf itself (its version was checked above)
-            continue
-        if fw_args is not None:
-            t._fw = fw_args[i]
-        args.append(t)
-    if ans is not None:
-        if node.n_out == 1:
-            ans = _wrap(ans, node, 0)
-            if fw_ans is not None:
-                ans._fw = fw_ans
-        else:
-            ans = tuple(_wrap(a, node, j) if is_float(a.dtype) else _wrap(a) for j, a in enumerate(ans))
-            if fw_ans is not None:
-                for a, f in zip(ans, fw_ans):
-                    a._fw = f
-    return args, ans
+def _give_leaves(st: _Pass) -> None:
+    """Accumulate each leaf's gradient into its ``.grad``, after the leaf's hooks."""
+    for key, g in st.leaf_grads.items():
+        leaf = st.leaves[key]
+        fresh = id(g) in st.owned
+        if leaf._hooks:
+            g = _apply_hooks(leaf._hooks, g, st.create_graph)
+            fresh = False
+        _give(leaf, g, fresh, st.create_graph)
 
+
+def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:
+    """Accumulate the gradient ``g`` into ``leaf.grad``.
+
+    A leaf gets a buffer of its own, which it may modify in place (``p.grad *= s``, as in
+    PyTorch): a first gradient that the pass did not allocate for this leaf alone (a
+    broadcast view, a saved value, one array shared by the two arguments of ``add``) is
+    copied. ``fresh``: ``g`` is such an allocation (in the pass's ``owned`` set).
+    """
+    if create_graph:
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+    elif leaf.grad is None:
+        leaf.grad = _wrap(g if fresh else _copy(g))
+    else:
+        leaf.grad = leaf.grad + _wrap(g)
+
+
+# ---- the public entry points ------------------------------------------------------------
 
 def backward(
     tensors: Sequence[Tensor],

@@ -178,8 +178,8 @@ def _params(f: Callable[..., Any], what: str) -> tuple[str, ...]:
     return names[1:]
 
 
-def _picker(names: tuple[str, ...], args: tuple[str, ...], what: str) -> Callable[[Any, tuple[Any, ...]], tuple[Any, ...]]:
-    """``pick(ans, args) -> the values of names``."""
+def _picker(f: Callable[..., Any], names: tuple[str, ...], args: tuple[str, ...], what: str) -> Callable[[Any, Any, tuple[Any, ...]], Any]:
+    """``dval(xp, ans, args)``: ``f`` called with the values it names."""
     idx = []
     for n in names:
         if n == "ans":
@@ -190,10 +190,10 @@ def _picker(names: tuple[str, ...], args: tuple[str, ...], what: str) -> Callabl
             msg = f"{what}: a derivative reads {n!r}, which is neither 'ans' nor an argument of {args}"
             raise XpgradTypeError(msg)
     if idx == [0]:
-        return lambda ans, a: (a[0],)
+        return lambda xp, ans, a: f(xp, a[0])
     if idx == [-1]:
-        return lambda ans, a: (ans,)
-    return lambda ans, a: tuple(ans if i < 0 else a[i] for i in idx)
+        return lambda xp, ans, a: f(xp, ans)
+    return lambda xp, ans, a: f(xp, *(ans if i < 0 else a[i] for i in idx))
 
 
 def unscale(xp: Any, g: Any, f: Any) -> Any:
@@ -230,19 +230,31 @@ def _derived(spec: Any, args: tuple[str, ...], what: str) -> tuple[Any, Any, set
         return (lambda xp, g, ans, *a: g * cc), (lambda xp, t, ans, *a: t * c), set()
     f = spec.f if isinstance(spec, over) else spec
     names = _params(f, what)
-    pick = _picker(names, args, what)
+    dval = _picker(f, names, args, what)
     if isinstance(spec, over):
         def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
-            return unscale(xp, g, conj(xp, f(xp, *pick(ans, a))))
+            return unscale(xp, g, conj(xp, dval(xp, ans, a)))
 
         def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
-            return t / f(xp, *pick(ans, a))
+            return t / dval(xp, ans, a)
+    elif names == args[:1]:  # (the common cases without the general picker: d of x, d of ans)
+        def vjp(xp: Any, g: Any, ans: Any, x: Any, *a: Any) -> Any:
+            return scale(xp, g, conj(xp, f(xp, x)))
+
+        def jvp(xp: Any, t: Any, ans: Any, x: Any, *a: Any) -> Any:
+            return t * f(xp, x)
+    elif names == ("ans",):
+        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
+            return scale(xp, g, conj(xp, f(xp, ans)))
+
+        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
+            return t * f(xp, ans)
     else:
         def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
-            return scale(xp, g, conj(xp, f(xp, *pick(ans, a))))
+            return scale(xp, g, conj(xp, dval(xp, ans, a)))
 
         def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
-            return t * f(xp, *pick(ans, a))
+            return t * dval(xp, ans, a)
     return vjp, jvp, set(names)
 
 

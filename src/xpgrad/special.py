@@ -8,7 +8,11 @@ primitive: its forward uses the backend's own implementation where one exists
 ``cupyx.scipy.special``, SciPy's blockwise for Dask; imported on first use, never by
 ``import xpgrad``) and a pure array-API one otherwise (array-api-strict), and its VJP and JVP rules
 are written against the namespace like every other rule, so gradients of any
-order work. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
+order work. The pointwise functions (``erf`` ... ``rel_entr``) are entries of the
+operation registry (:mod:`xpgrad.ops._registry`, chapter ``special``, names
+``special.<name>``) declared by their derivative, from which their rules, batching
+rules, rule tests and fuzz ops are derived; ``polygamma`` (an int first) and the
+reductions are written by hand. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
 too (``scipy.special``, ``torch.logsumexp``/``torch.softmax`` over one axis,
 ``jax.scipy.special.logsumexp``/``jax.nn``), and array-API code shifted by the
 maximum (no overflow) on Dask, array-api-strict and torch softmax over several axes.

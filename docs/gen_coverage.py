@@ -154,7 +154,8 @@ def render() -> str:
     beyond = [r for r in table if not r["standard"]]
     if beyond:
         lines += ["", "## Beyond the standard", "",
-                  "The entries of the operation registry that the standard does not name.", "", *head, *_table(beyond)]
+                  "The entries of the operation registry that the standard does not name, by their path in",
+                  "the namespace (`special.erf` is `xg.special.erf`).", "", *head, *_table(beyond)]
     return "\n".join(lines) + "\n"
 
 

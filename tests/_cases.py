@@ -151,7 +151,7 @@ def registry_case(op: Any) -> OpCase:
     """The rule tests' case of a registry entry (``xpgrad.ops._registry.Op``) from its
     ``test`` (an ``Inputs``): the function called through the namespace by its path, on
     drawn shapes and values, compared with PyTorch's function of the same name (or
-    ``Inputs.torch``)."""
+    ``Inputs.torch``: a name or a formula)."""
     spec = op.test
     path, n = op.name, op.nargs
     prepare: Any = None
@@ -163,9 +163,12 @@ def registry_case(op: Any) -> OpCase:
     elif spec.apart:
         prepare = _apart
     tname = op.name if spec.torch is None else spec.torch
-    torch_fn = None if tname == "" else (lambda t, *a: _resolve(t, tname)(*a))
+    torch_fn = tname if callable(tname) else None if tname == "" else (lambda t, *a: _resolve(t, tname)(*a))
     shapes = broadcast_shapes(n) if spec.shapes == "broadcast" else same_shape(n)
-    return OpCase(op.name, lambda xp, *a: _resolve(xp, path)(*a), nargs=n, shapes=shapes, domain=spec.domain,
+    # the standard's functions through the namespace (the backend's own, then xpgrad's);
+    # the ones beyond it (special.erf) are xpgrad's on either
+    fn = (lambda xp, *a: _resolve(xp, path)(*a)) if op.module.startswith("xpgrad.ops.") else (lambda xp, *a: op.fn(*a))
+    return OpCase(op.name, fn, nargs=n, shapes=shapes, domain=spec.domain,
                   torch_fn=torch_fn, torch_skip="" if torch_fn else "PyTorch has no counterpart", order2=spec.order2,
                   complex=spec.complex, rtol=spec.rtol, prepare=prepare)
 

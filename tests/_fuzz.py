@@ -296,12 +296,6 @@ def _unary(name: str, tpl: str, *covers: str, torch_tpl: str | None = None) -> N
 
 _unary("astype", "xp.astype({a}, xp.float64) * 1.5", "astype", torch_tpl="{a}.to(torch.float64) * 1.5")
 _unary("to_device", "{a}.to_device({a}.device) * 1.5", "to_device", torch_tpl="{a}.to('cpu') * 1.5")
-# xpgrad.special
-_unary("special.erf", "{N}.special.erf({a})")
-_unary("special.erfc", "{N}.special.erfc({a})")
-_unary("special.ndtr", "{N}.special.ndtr({a})")
-_unary("special.log_ndtr", "{N}.special.log_ndtr({a})")
-_unary("special.expit", "{N}.special.expit({a})")
 _unary("nn.relu", "{N}.nn.functional.relu({a} - 0.123)", "nn.relu", "subtract", torch_tpl="torch.relu({a} - 0.123)")
 
 
@@ -338,10 +332,6 @@ def _cross_entropy(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     tc = (f"torch.nn.functional.cross_entropy({a.name}, torch.tensor({lit}), "
           f"{'None' if w is None else f'torch.tensor({w!r}, dtype=torch.float64)'}, {opts})")
     return xg, tc, tshape if red == "none" else ()
-_unary("special.logit", "{N}.special.logit(0.05 + 0.9 * {N}.special.expit({a}))", "special.logit", "special.expit")
-_unary("special.entr", "{N}.special.entr(0.5 + {a} * {a})")
-_unary("special.gammaln", "{N}.special.gammaln(0.5 + {a} * {a})")
-_unary("special.digamma", "{N}.special.digamma(0.5 + {a} * {a})")
 
 
 @_op("special.polygamma")
@@ -352,17 +342,17 @@ def _polygamma(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
 
 
 # ---------------------------------------------------------------- elementwise, binary
-def _binary(name: str, tpl: str, *covers: str) -> None:
-    """``tpl`` uses ``{N}``, ``{a}`` and ``{b}``; ``b`` broadcasts with ``a``."""
+def _binary(name: str, tpl: str, *covers: str, torch_tpl: str | None = None) -> None:
+    """``tpl`` uses ``{N}``, ``{a}`` and ``{b}``; ``b`` broadcasts with ``a``; ``torch_tpl``
+    when torch's spelling differs."""
 
     def fn(d: Draw, bld: _Builder, a: Val, pool: list[Val]) -> Out:
         b = _partner(d, pool, a)
-        xg, tc = _both(tpl, a=a.name, b=b.name)
+        xg = tpl.format(N="xp", a=a.name, b=b.name)
+        tc = (torch_tpl or tpl).format(N="torch", a=a.name, b=b.name)
         return xg, tc, _bcast(a.shape, b.shape)  # type: ignore[return-value]
 
     _op(name, *(covers or (name,)))(fn)
-
-
 
 
 def _from_registry() -> None:
@@ -377,14 +367,12 @@ def _from_registry() -> None:
         tpl, ttpl = (op.fuzz, None) if isinstance(op.fuzz, str) else op.fuzz
         covers = tuple(dict.fromkeys((op.name, *(n for n in re.findall(r"\{N\}\.([\w.]+)\(", tpl) if n in REGISTRY))))
         if "{b}" in tpl:
-            _binary(op.name, tpl, *covers)
+            _binary(op.name, tpl, *covers, torch_tpl=ttpl)
         else:
             _unary(op.name, tpl, *covers, torch_tpl=ttpl)
 
 
 _from_registry()
-_binary("special.xlogy", "{N}.special.xlogy({a}, 0.5 + {b} * {b})")
-_binary("special.xlog1py", "{N}.special.xlog1py({a}, {b} * {b})")
 
 
 @_op("pow_int", "pow")
@@ -393,13 +381,6 @@ def _pow_int(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     if e == "-1":
         return f"(0.5 + {a.name} * {a.name}) ** -1", f"(0.5 + {a.name} * {a.name}) ** -1", a.shape
     return f"{a.name} ** {e}", f"{a.name} ** {e}", a.shape
-
-
-@_op("special.rel_entr")
-def _rel_entr(d: Draw, bld: _Builder, a: Val, pool: list[Val]) -> Out:
-    b = _partner(d, pool, a)
-    p, q = f"(0.5 + {a.name} * {a.name})", f"(0.5 + {b.name} * {b.name})"
-    return f"xp.special.rel_entr({p}, {q})", f"{p} * torch.log({p} / {q})", _bcast(a.shape, b.shape)  # type: ignore[return-value]
 
 
 @_op("clip")

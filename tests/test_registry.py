@@ -228,3 +228,28 @@ def test_a_declaration_body_is_its_docstring_and_has_an_example() -> None:
         op.pointwise(d=1)(sin)
     assert REGISTRY["sin"].fn is xg.sin
     assert not math.isnan(float(xg.sin(xg.asarray(1.0))))
+
+
+_SPECIAL = ["erf", "erfc", "ndtr", "log_ndtr", "expit", "logit", "gammaln", "digamma", "xlogy", "xlog1py", "entr", "rel_entr"]
+
+
+def test_the_pointwise_special_functions_are_registry_entries() -> None:
+    """``xpgrad.special``'s pointwise functions are entries of the ``special`` chapter
+    (registry and primitive name ``special.<name>``), each with its batching rule, rule
+    test and fuzz op; the hand-written rest is listed as such in its ``__all__``."""
+    for n in _SPECIAL:
+        op = REGISTRY[f"special.{n}"]
+        assert (op.chapter, op.prim.name, op.batch, op.module) == ("special", f"special.{n}", "pointwise", "xpgrad.special"), n
+        assert op.fn is getattr(xg.special, n) and op.test is not None and op.fuzz is not None, n
+        assert op.prim.name in RULES, n
+    assert xg.special.psi is xg.special.digamma
+    assert sorted(xg.special.__all__) == sorted([*_SPECIAL, "psi", "polygamma", "logsumexp", "softmax", "log_softmax"])
+    # what the derivatives read is what is saved: expit its output, erf its input
+    assert (REGISTRY["special.expit"].prim.save, REGISTRY["special.expit"].prim.save_ans) == ((), True)
+    assert (REGISTRY["special.erf"].prim.save, REGISTRY["special.erf"].prim.save_ans) == ((0,), False)
+    assert (REGISTRY["special.log_ndtr"].prim.save, REGISTRY["special.log_ndtr"].prim.save_ans) == ((0,), True)
+    # PyTorch has no rel_entr: its case compares with PyTorch's formula (Inputs.torch a function)
+    torch = pytest.importorskip("torch")
+    case = next(c for c in registry_cases() if c.name == "special.rel_entr")
+    a, b = torch.tensor([0.5, 2.0], dtype=torch.float64), torch.tensor([0.25, 1.0], dtype=torch.float64)
+    np.testing.assert_allclose(case.torch_fn(torch, a, b).numpy(), xg.special.rel_entr(a.numpy(), b.numpy()).numpy())

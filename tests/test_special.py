@@ -181,6 +181,39 @@ def test_binary_accepts_python_scalars() -> None:
     np.testing.assert_allclose(xsp.xlogy(2.0, x).data, sc.xlogy(2.0, [0.0, 2.0]))
 
 
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("side", [0, 1])
+def test_binary_python_scalar_is_an_array_like_the_other(name: str, side: int, backend: Any) -> None:
+    """A Python scalar on either side of a binary function is made an array of the other
+    argument's floating dtype and device (float32 stays float32), on the native and the
+    pure forwards; gradients (first and second order, reverse and forward) and vmap with
+    respect to the array argument see it as that array."""
+    fn = getattr(xsp, name)
+    s = 0.75
+    a = np.array([0.0, 0.3, 1.5, 2.0])
+    call = (lambda v: fn(s, v)) if side == 0 else (lambda v: fn(v, s))
+    ref = (lambda v: getattr(sc, name)(s, v)) if side == 0 else (lambda v: getattr(sc, name)(v, s))
+    for dt in (np.float64, np.float32):
+        out = call(backend.asarray(a.astype(dt)))
+        assert isinstance(out, xg.Tensor)
+        assert backend.to_numpy(out).dtype == dt, (name, side, dt)
+        np.testing.assert_allclose(backend.to_numpy(out), ref(a.astype(dt)), rtol=1e-6 if dt is np.float32 else 1e-12)
+    x = backend.asarray(np.array([0.4, 1.3, 2.2]))
+    other = backend.asarray(np.full(3, s))
+    full = (lambda v: fn(other, v)) if side == 0 else (lambda v: fn(v, other))
+    for order in (1, 2):
+        g = lambda f: (lambda v: xg.sum(f(v)))
+        want = xg.grad(g(full))(x) if order == 1 else xg.grad(lambda v: xg.sum(xg.grad(g(full))(v)))(x)
+        got = xg.grad(g(call))(x) if order == 1 else xg.grad(lambda v: xg.sum(xg.grad(g(call))(v)))(x)
+        np.testing.assert_allclose(backend.to_numpy(got), backend.to_numpy(want), rtol=1e-12, err_msg=f"order {order}")
+    t = backend.asarray(np.array([1.0, -0.5, 2.0]))
+    _, jt = xg.jvp(call, (x,), (t,))
+    _, jw = xg.jvp(full, (x,), (t,))
+    np.testing.assert_allclose(backend.to_numpy(jt), backend.to_numpy(jw), rtol=1e-12)
+    xs = backend.asarray(np.array([[0.4, 1.3], [2.2, 0.9]]))
+    np.testing.assert_allclose(backend.to_numpy(xg.vmap(call)(xs)), ref(np.array([[0.4, 1.3], [2.2, 0.9]])), rtol=1e-12)
+
+
 def test_nn_functional_erf_is_special_erf() -> None:
     assert xg.nn.functional.erf is xsp.erf
 

@@ -8,7 +8,11 @@ primitive: its forward uses the backend's own implementation where one exists
 ``cupyx.scipy.special``, SciPy's blockwise for Dask; imported on first use, never by
 ``import xpgrad``) and a pure array-API one otherwise (array-api-strict), and its VJP and JVP rules
 are written against the namespace like every other rule, so gradients of any
-order work. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
+order work. The pointwise functions (``erf`` ... ``rel_entr``) are entries of the
+operation registry (:mod:`xpgrad.ops._registry`, chapter ``special``, names
+``special.<name>``) declared by their derivative, from which their rules, batching
+rules, rule tests and fuzz ops are derived; ``polygamma`` (an int first) and the
+reductions are written by hand. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
 too (``scipy.special``, ``torch.logsumexp``/``torch.softmax`` over one axis,
 ``jax.scipy.special.logsumexp``/``jax.nn``), and array-API code shifted by the
 maximum (no overflow) on Dask, array-api-strict and torch softmax over several axes.
@@ -29,16 +33,23 @@ from typing import Any
 
 from ._dispatch import backend_namespace
 from ._dtypes import is_float
-from .autograd._core import apply, primitive
+from .autograd._core import Primitive, apply, primitive
 from .autograd._tensor import Tensor
 from .ops._common import is_xpgrad
+from .ops._registry import REGISTRY, Chapter, Inputs, over
 
+# a literal for type checkers and readers; op.check_all (at the end) fails the import when it
+# and the entries differ
 __all__ = [
     "erf", "erfc", "expit", "logit", "gammaln", "digamma", "psi", "polygamma", "xlogy", "xlog1py",
     "logsumexp", "softmax", "log_softmax", "entr", "rel_entr", "ndtr", "log_ndtr",
 ]
 
 _C = "special"
+# the pointwise functions are registry entries (xpgrad.ops._registry), declared by their
+# derivative where it is exact; the rest (psi is digamma, polygamma takes an int, the
+# reductions take axes) are written by hand
+op = Chapter(_C, module=__name__, prefix="special.", extra=("psi", "polygamma", "logsumexp", "softmax", "log_softmax"))
 _SQRT_PI = math.sqrt(math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -122,15 +133,36 @@ def _call(xp: Any, prim: Any, *args: Any, **kw: Any) -> Any:
     return prim.fwd(xp, *args, **kw)
 
 
-def _elementwise(name: str, pure: Callable[..., Any], **opts: Any) -> Any:
-    """A primitive whose forward is the backend's ``name`` where it has one, else ``pure``."""
+def _pair(xp: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """Two arguments of a binary function, a Python scalar made an array like the other one
+    (its floating dtype, its device): what the forwards and the derivatives mask and index."""
+    if hasattr(x, "dtype") == hasattr(y, "dtype"):
+        return x, y
+    import array_api_compat
+
+    arr, other = (x, y) if hasattr(x, "dtype") else (y, x)
+    if is_xpgrad(xp):  # a rule under create_graph: a constant Tensor of the other's library
+        data = arr.data if isinstance(arr, Tensor) else arr
+        bxp = backend_namespace(data)
+        c = bxp.asarray(other, dtype=data.dtype if is_float(data.dtype) else None, device=array_api_compat.device(data))
+        other = xp.asarray(c)
+    else:
+        other = xp.asarray(other, dtype=arr.dtype if is_float(arr.dtype) else None, device=array_api_compat.device(arr))
+    return (arr, other) if arr is x else (other, arr)
+
+
+def _native_or_pure(name: str, pure: Callable[..., Any]) -> Callable[..., Any]:
+    """The forward of ``special.<name>``: the backend's ``name`` where it has one, else
+    ``pure``; a binary one makes a Python scalar an array like the other argument first."""
 
     def fwd(xp: Any, *args: Any) -> Any:
+        if len(args) == 2:
+            args = _pair(xp, *args)
         f = _native(xp, name)
         return pure(xp, *args) if f is None else f(*args)
 
-    fwd.__name__ = f"_{name}_fwd"
-    return primitive(f"special.{name}", fwd, chapter=_C, **opts)
+    fwd.__name__ = fwd.__qualname__ = f"_{name}_fwd"
+    return fwd
 
 
 # ---------------------------------------------------------------------- erf, erfc
@@ -198,14 +230,6 @@ def _gauss(xp: Any, x: Any, scale: float) -> Any:
     return scale * xp.exp(-(xc * xc))
 
 
-_erf = _elementwise("erf", _erf_pure, save=(0,))
-_erf.defvjp(lambda xp, g, ans, x: g * _gauss(xp, x, _TWO_OVER_SQRT_PI))
-_erf.defjvp(lambda xp, t, ans, x: t * _gauss(xp, x, _TWO_OVER_SQRT_PI))
-
-_erfc = _elementwise("erfc", _erfc_pure, save=(0,))
-_erfc.defvjp(lambda xp, g, ans, x: g * _gauss(xp, x, -_TWO_OVER_SQRT_PI))
-_erfc.defjvp(lambda xp, t, ans, x: t * _gauss(xp, x, -_TWO_OVER_SQRT_PI))
-
 
 # ---------------------------------------------------------------------- normal distribution
 def _ndtr_pure(xp: Any, x: Any) -> Any:
@@ -225,19 +249,9 @@ def _log_ndtr_pure(xp: Any, x: Any) -> Any:
     return xp.where(x > 0, right, xp.where(zc < 0.5, near, far))
 
 
-_ndtr = _elementwise("ndtr", _ndtr_pure, save=(0,))
-_ndtr.defvjp(lambda xp, g, ans, x: g * _gauss(xp, x * _INV_SQRT2, _INV_SQRT_2PI))
-_ndtr.defjvp(lambda xp, t, ans, x: t * _gauss(xp, x * _INV_SQRT2, _INV_SQRT_2PI))
-
-
 def _log_ndtr_d(xp: Any, ans: Any, x: Any) -> Any:
     # phi(x) / Phi(x) = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi), as PyTorch
     return _INV_SQRT_2PI * xp.exp(-0.5 * (x * x) - ans)
-
-
-_log_ndtr = _elementwise("log_ndtr", _log_ndtr_pure, save=(0,), save_ans=True)
-_log_ndtr.defvjp(lambda xp, g, ans, x: g * _log_ndtr_d(xp, ans, x))
-_log_ndtr.defjvp(lambda xp, t, ans, x: t * _log_ndtr_d(xp, ans, x))
 
 
 # ---------------------------------------------------------------------- logistic
@@ -251,15 +265,6 @@ def _logit_pure(xp: Any, x: Any) -> Any:
     lx = xp.where(x > 0, xp.log(xp.where(x > 0, x, 1.0)), xp.where(x == 0, -math.inf, xp.full_like(x, math.nan)))
     l1mx = xp.where(x < 1, xp.log1p(-xp.where(x < 1, x, 0.0)), xp.where(x == 1, -math.inf, xp.full_like(x, math.nan)))
     return lx - l1mx
-
-
-_expit = _elementwise("expit", _expit_pure, save=(), save_ans=True)
-_expit.defvjp(lambda xp, g, ans, x: g * (ans * (1.0 - ans)))
-_expit.defjvp(lambda xp, t, ans, x: t * (ans * (1.0 - ans)))
-
-_logit = _elementwise("logit", _logit_pure, save=(0,))
-_logit.defvjp(lambda xp, g, ans, x: g / (x * (1.0 - x)))
-_logit.defjvp(lambda xp, t, ans, x: t / (x * (1.0 - x)))
 
 
 # ---------------------------------------------------------------------- gamma family
@@ -365,10 +370,6 @@ def _psi_pure(xp: Any, x: Any, n: int = 0) -> Any:
     return xp.where(finite, out, xp.where(x > 0, at_inf, xp.full_like(x, math.nan)))
 
 
-_gammaln = _elementwise("gammaln", _gammaln_pure, save=(0,))
-_digamma = _elementwise("digamma", _psi_pure, save=(0,))
-
-
 # native functions passed over: torch's trigamma has a relative error of ~5e-10 that is not
 # smooth (its central differences are off by 1e-3), where the pure one is good to 1e-15
 _AVOID = {("torch.special", 1)}
@@ -384,10 +385,6 @@ def _polygamma_fwd(xp: Any, x: Any, *, n: int) -> Any:
 
 _polygamma = primitive("special.polygamma", _polygamma_fwd, save=(0,), chapter=_C)
 
-_gammaln.defvjp(lambda xp, g, ans, x: g * _call(xp, _digamma, x))
-_gammaln.defjvp(lambda xp, t, ans, x: t * _call(xp, _digamma, x))
-_digamma.defvjp(lambda xp, g, ans, x: g * _call(xp, _polygamma, x, n=1))
-_digamma.defjvp(lambda xp, t, ans, x: t * _call(xp, _polygamma, x, n=1))
 _polygamma.defvjp(lambda xp, g, ans, x, *, n: g * _call(xp, _polygamma, x, n=n + 1))
 _polygamma.defjvp(lambda xp, t, ans, x, *, n: t * _call(xp, _polygamma, x, n=n + 1))
 
@@ -410,18 +407,27 @@ def _xlog1py_pure(xp: Any, x: Any, y: Any) -> Any:
     return x * xp.where(xp.logical_and(x == 0, xp.logical_not(xp.isnan(y))), 0.0, log1py)
 
 
-# PyTorch's convention: d/dx is 0 where x == 0 and the log is not finite (y <= 0)
-_xlogy = _elementwise("xlogy", _xlogy_pure)
-_xlogy.defvjp(lambda xp, g, ans, x, y: g * xp.where(xp.logical_and(x == 0, y <= 0), 0.0, _safe_log(xp, y)),
-              lambda xp, g, ans, x, y: g * (x / y))
-_xlogy.defjvp(lambda xp, t, ans, x, y: t * xp.where(xp.logical_and(x == 0, y <= 0), 0.0, _safe_log(xp, y)),
-              lambda xp, t, ans, x, y: t * (x / y))
+# PyTorch's convention: d/dx is 0 where x == 0 and the log is not finite (y <= 0). The
+# derivatives read the arguments as the engine saved them, a Python scalar as it came:
+# _pair makes it an array first
+def _xlogy_dx(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
+    return xp.where(xp.logical_and(x == 0, y <= 0), 0.0, _safe_log(xp, y))
 
-_xlog1py = _elementwise("xlog1py", _xlog1py_pure)
-_xlog1py.defvjp(lambda xp, g, ans, x, y: g * xp.where(xp.logical_and(x == 0, y <= -1), 0.0, _safe_log(xp, y + 1.0)),
-                lambda xp, g, ans, x, y: g * (x / (y + 1.0)))
-_xlog1py.defjvp(lambda xp, t, ans, x, y: t * xp.where(xp.logical_and(x == 0, y <= -1), 0.0, _safe_log(xp, y + 1.0)),
-                lambda xp, t, ans, x, y: t * (x / (y + 1.0)))
+
+def _xlogy_dy(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
+    return x / y
+
+
+def _xlog1py_dx(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
+    return xp.where(xp.logical_and(x == 0, y <= -1), 0.0, _safe_log(xp, y + 1.0))
+
+
+def _xlog1py_dy(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
+    return x / (y + 1.0)
 
 
 def _entr_pure(xp: Any, x: Any) -> Any:
@@ -442,24 +448,16 @@ def _rel_entr_pure(xp: Any, x: Any, y: Any) -> Any:
     return xp.where(xp.logical_or(xp.isnan(x), xp.isnan(y)), math.nan, out)
 
 
-_entr = _elementwise("entr", _entr_pure, save=(0,))
-_entr.defvjp(lambda xp, g, ans, x: -g * (_safe_log(xp, x) + 1.0))
-_entr.defjvp(lambda xp, t, ans, x: -t * (_safe_log(xp, x) + 1.0))
-
-
 def _rel_entr_dx(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
     both = xp.logical_and(x > 0, y > 0)
     return xp.where(both, _safe_log(xp, x) - _safe_log(xp, y) + 1.0, 0.0)
 
 
 def _rel_entr_dy(xp: Any, x: Any, y: Any) -> Any:
+    x, y = _pair(xp, x, y)
     both = xp.logical_and(x > 0, y > 0)
     return xp.where(both, -x / xp.where(both, y, 1.0), 0.0)
-
-
-_rel_entr = _elementwise("rel_entr", _rel_entr_pure)
-_rel_entr.defvjp(lambda xp, g, ans, x, y: g * _rel_entr_dx(xp, x, y), lambda xp, g, ans, x, y: g * _rel_entr_dy(xp, x, y))
-_rel_entr.defjvp(lambda xp, t, ans, x, y: t * _rel_entr_dx(xp, x, y), lambda xp, t, ans, x, y: t * _rel_entr_dy(xp, x, y))
 
 
 # ---------------------------------------------------------------------- reductions
@@ -592,20 +590,12 @@ _log_softmax.defjvp(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, a
 
 
 # ---------------------------------------------------------------------- public functions
-def _pair(x: Any, y: Any) -> tuple[Any, Any]:
-    """Two arguments of a binary function, a Python scalar made an array like the other one."""
-    if hasattr(x, "dtype") == hasattr(y, "dtype"):
-        return x, y
-    arr, other = (x, y) if hasattr(x, "dtype") else (y, x)
-    data = arr.data if isinstance(arr, Tensor) else arr
-    bxp = backend_namespace(data)
-    import array_api_compat
-
-    dt = data.dtype if is_float(data.dtype) else None
-    other = bxp.asarray(other, dtype=dt, device=array_api_compat.device(data))
-    return (arr, other) if arr is x else (other, arr)
-
-
+# The pointwise functions: registry entries, their forward the backend's own or the pure
+# one (_native_or_pure), their rules derived from the derivative d (VJP g * d, JVP t * d,
+# what d reads saved); gammaln's and digamma's derivatives are the next primitives, called
+# through _call so that they are recorded under create_graph.
+@op.pointwise(d=lambda xp, x: _gauss(xp, x, _TWO_OVER_SQRT_PI), fwd=_native_or_pure("erf", _erf_pure),
+              test=Inputs(domain=(-3.0, 3.0), complex=False), fuzz="{N}.special.erf({a})")
 def erf(x: Any, /) -> Tensor:
     """The error function ``2/sqrt(pi) * integral_0^x exp(-t**2) dt``.
 
@@ -614,9 +604,10 @@ def erf(x: Any, /) -> Tensor:
         >>> xg.special.erf(xg.asarray([0.0, 0.5, -2.0]))
         Tensor([ 0.        ,  0.52049988, -0.99532227], dtype=float64, device=cpu)
     """
-    return apply(_erf, (x,), {})
 
 
+@op.pointwise(d=lambda xp, x: _gauss(xp, x, -_TWO_OVER_SQRT_PI), fwd=_native_or_pure("erfc", _erfc_pure),
+              test=Inputs(domain=(-3.0, 3.0), complex=False), fuzz="{N}.special.erfc({a})")
 def erfc(x: Any, /) -> Tensor:
     """The complementary error function ``1 - erf(x)``, accurate in the right tail.
 
@@ -625,9 +616,10 @@ def erfc(x: Any, /) -> Tensor:
         >>> xg.special.erfc(xg.asarray([0.0, 10.0]))
         Tensor([1.00000000e+00, 2.08848758e-45], dtype=float64, device=cpu)
     """
-    return apply(_erfc, (x,), {})
 
 
+@op.pointwise(d=lambda xp, x: _gauss(xp, x * _INV_SQRT2, _INV_SQRT_2PI), fwd=_native_or_pure("ndtr", _ndtr_pure),
+              test=Inputs(domain=(-3.0, 3.0), complex=False), fuzz="{N}.special.ndtr({a})")
 def ndtr(x: Any, /) -> Tensor:
     """The standard normal cumulative distribution function.
 
@@ -636,9 +628,10 @@ def ndtr(x: Any, /) -> Tensor:
         >>> xg.special.ndtr(xg.asarray([0.0, 1.0]))
         Tensor([0.5       , 0.84134475], dtype=float64, device=cpu)
     """
-    return apply(_ndtr, (x,), {})
 
 
+@op.pointwise(d=lambda xp, ans, x: _log_ndtr_d(xp, ans, x), fwd=_native_or_pure("log_ndtr", _log_ndtr_pure),
+              test=Inputs(domain=(-6.0, 3.0), complex=False), fuzz="{N}.special.log_ndtr({a})")
 def log_ndtr(x: Any, /) -> Tensor:
     """``log(ndtr(x))``, finite far into the left tail.
 
@@ -647,9 +640,10 @@ def log_ndtr(x: Any, /) -> Tensor:
         >>> xg.special.log_ndtr(xg.asarray([0.0, -40.0]))
         Tensor([-6.93147181e-01, -8.04608442e+02], dtype=float64, device=cpu)
     """
-    return apply(_log_ndtr, (x,), {})
 
 
+@op.pointwise(d=lambda xp, ans: ans * (1.0 - ans), fwd=_native_or_pure("expit", _expit_pure),
+              test=Inputs(domain=(-5.0, 5.0), complex=False), fuzz="{N}.special.expit({a})")
 def expit(x: Any, /) -> Tensor:
     """The logistic sigmoid ``1 / (1 + exp(-x))``, without overflow.
 
@@ -658,9 +652,11 @@ def expit(x: Any, /) -> Tensor:
         >>> xg.special.expit(xg.asarray([0.0, -1000.0]))
         Tensor([0.5, 0. ], dtype=float64, device=cpu)
     """
-    return apply(_expit, (x,), {})
 
 
+@op.pointwise(d=over(lambda xp, x: x * (1.0 - x)), fwd=_native_or_pure("logit", _logit_pure),
+              test=Inputs(domain=(0.05, 0.95), complex=False),
+              fuzz="{N}.special.logit(0.05 + 0.9 * {N}.special.expit({a}))")
 def logit(x: Any, /) -> Tensor:
     """The inverse of :func:`expit`: ``log(x / (1 - x))``.
 
@@ -669,9 +665,10 @@ def logit(x: Any, /) -> Tensor:
         >>> xg.special.logit(xg.asarray([0.5, 0.75]))
         Tensor([0.        , 1.09861229], dtype=float64, device=cpu)
     """
-    return apply(_logit, (x,), {})
 
 
+@op.pointwise(d=lambda xp, x: _call(xp, _digamma, x), fwd=_native_or_pure("gammaln", _gammaln_pure),
+              test=Inputs(domain=(0.2, 6.0), complex=False), fuzz="{N}.special.gammaln(0.5 + {a} * {a})")
 def gammaln(x: Any, /) -> Tensor:
     """``log(|Gamma(x)|)``; its derivative is :func:`digamma`.
 
@@ -680,9 +677,10 @@ def gammaln(x: Any, /) -> Tensor:
         >>> xg.special.gammaln(xg.asarray([1.0, 5.0, 0.5]))
         Tensor([0.        , 3.17805383, 0.57236494], dtype=float64, device=cpu)
     """
-    return apply(_gammaln, (x,), {})
 
 
+@op.pointwise(d=lambda xp, x: _call(xp, _polygamma, x, n=1), fwd=_native_or_pure("digamma", _psi_pure),
+              test=Inputs(domain=(0.3, 6.0), complex=False, rtol=1e-4), fuzz="{N}.special.digamma(0.5 + {a} * {a})")
 def digamma(x: Any, /) -> Tensor:
     """The digamma function ``d/dx log(Gamma(x))`` (also :func:`psi`).
 
@@ -691,9 +689,9 @@ def digamma(x: Any, /) -> Tensor:
         >>> xg.special.digamma(xg.asarray([1.0, 0.5]))
         Tensor([-0.57721566, -1.96351003], dtype=float64, device=cpu)
     """
-    return apply(_digamma, (x,), {})
 
 
+_digamma: Primitive = REGISTRY["special.digamma"].prim  # (gammaln's derivative)
 psi = digamma  # SciPy's name, the one its array-API path looks up
 
 
@@ -710,6 +708,8 @@ def polygamma(n: int, x: Any, /) -> Tensor:
     return apply(_polygamma, (x,), {"n": int(n)})
 
 
+@op.pointwise(d=(_xlogy_dx, _xlogy_dy), fwd=_native_or_pure("xlogy", _xlogy_pure),
+              test=Inputs(domain=[(-2.0, 2.0), (0.2, 3.0)], complex=False), fuzz="{N}.special.xlogy({a}, 0.5 + {b} * {b})")
 def xlogy(x: Any, y: Any, /) -> Tensor:
     """``x * log(y)``, and 0 where ``x == 0`` (unless ``y`` is NaN).
 
@@ -718,9 +718,10 @@ def xlogy(x: Any, y: Any, /) -> Tensor:
         >>> xg.special.xlogy(xg.asarray([0.0, 2.0]), xg.asarray([0.0, 3.0]))
         Tensor([0.        , 2.19722458], dtype=float64, device=cpu)
     """
-    return apply(_xlogy, _pair(x, y), {})
 
 
+@op.pointwise(d=(_xlog1py_dx, _xlog1py_dy), fwd=_native_or_pure("xlog1py", _xlog1py_pure),
+              test=Inputs(domain=[(-2.0, 2.0), (-0.7, 2.0)], complex=False), fuzz="{N}.special.xlog1py({a}, {b} * {b})")
 def xlog1py(x: Any, y: Any, /) -> Tensor:
     """``x * log1p(y)``, and 0 where ``x == 0`` (unless ``y`` is NaN).
 
@@ -729,9 +730,10 @@ def xlog1py(x: Any, y: Any, /) -> Tensor:
         >>> xg.special.xlog1py(xg.asarray([0.0, 2.0]), xg.asarray([-1.0, 1e-10]))
         Tensor([0.e+00, 2.e-10], dtype=float64, device=cpu)
     """
-    return apply(_xlog1py, _pair(x, y), {})
 
 
+@op.pointwise(d=lambda xp, x: -(_safe_log(xp, x) + 1.0), fwd=_native_or_pure("entr", _entr_pure),
+              test=Inputs(domain=(0.1, 3.0), complex=False), fuzz="{N}.special.entr(0.5 + {a} * {a})")
 def entr(x: Any, /) -> Tensor:
     """The elementwise entropy ``-x * log(x)`` (0 at 0, ``-inf`` for negative x).
 
@@ -740,9 +742,13 @@ def entr(x: Any, /) -> Tensor:
         >>> xg.special.entr(xg.asarray([0.0, 0.5]))
         Tensor([0.        , 0.34657359], dtype=float64, device=cpu)
     """
-    return apply(_entr, (x,), {})
 
 
+# PyTorch has no rel_entr: compared with its formula
+@op.pointwise(d=(_rel_entr_dx, _rel_entr_dy), fwd=_native_or_pure("rel_entr", _rel_entr_pure),
+              test=Inputs(domain=[(0.1, 2.0), (0.1, 2.0)], complex=False, torch=lambda t, a, b: a * t.log(a / b)),
+              fuzz=("{N}.special.rel_entr(0.5 + {a} * {a}, 0.5 + {b} * {b})",
+                    "(0.5 + {a} * {a}) * torch.log((0.5 + {a} * {a}) / (0.5 + {b} * {b}))"))
 def rel_entr(x: Any, y: Any, /) -> Tensor:
     """The elementwise relative entropy ``x * log(x / y)`` (see ``scipy.special.rel_entr``).
 
@@ -751,7 +757,6 @@ def rel_entr(x: Any, y: Any, /) -> Tensor:
         >>> xg.special.rel_entr(xg.asarray([0.0, 0.5]), xg.asarray([0.3, 0.25]))
         Tensor([0.        , 0.34657359], dtype=float64, device=cpu)
     """
-    return apply(_rel_entr, _pair(x, y), {})
 
 
 def logsumexp(x: Any, /, axis: int | tuple[int, ...] | None = None, *, keepdims: bool = False) -> Tensor:
@@ -785,3 +790,6 @@ def log_softmax(x: Any, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
         Tensor([-1000.,     0.], dtype=float64, device=cpu)
     """
     return apply(_log_softmax, (x,), {"axis": axis})
+
+
+op.check_all(__all__)

@@ -35,9 +35,7 @@ def _removed(op: Op) -> None:
 subscribe(_added, _removed)
 _POINTWISE = (
     "identity", "stop_gradient", "astype", "to_device", "std_sqrt", "nn.relu", "nn.binary_cross_entropy",
-    "special.erf", "special.erfc", "special.ndtr", "special.log_ndtr", "special.expit", "special.logit",
-    "special.gammaln", "special.digamma", "special.polygamma", "special.xlogy", "special.xlog1py", "special.entr",
-    "special.rel_entr",
+    "special.polygamma",
 )
 for _name in _POINTWISE:
     RULES[_name] = pointwise

@@ -85,7 +85,8 @@ class Inputs:
         apart: keep the two arguments of a binary function at least 0.1 apart (ties:
             ``maximum``).
         torch: PyTorch's name where it differs (``torch.special.`` names included);
-            "" when PyTorch has no counterpart.
+            "" when PyTorch has no counterpart; or a function ``(torch, *tensors)`` that
+            computes it by a formula (``special.rel_entr``).
         order2: also check second order.
         rtol: tolerance of the finite-difference check.
 
@@ -100,7 +101,7 @@ class Inputs:
     shapes: str = "broadcast"
     away: tuple[float, ...] = ()
     apart: bool = False
-    torch: str | None = None
+    torch: str | Callable[..., Any] | None = None
     order2: bool = True
     rtol: float = 1e-5
 

@@ -48,6 +48,13 @@ def _names() -> list[tuple[str, str, str, bool]]:
     rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
     shown = {r[0] for r in rows}
     rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values() if op.name not in shown]
+    # and the special functions whose primitive is still written by hand (polygamma, the reductions)
+    import xpgrad.special
+    from xpgrad.autograd._core import PRIMITIVES
+
+    shown = {r[0] for r in rows}
+    rows += [(f"special.{n}", "special", f"special.{n}", False) for n in sorted(xpgrad.special.__all__)
+             if f"special.{n}" in PRIMITIVES and f"special.{n}" not in shown]
     return rows
 
 
@@ -154,8 +161,9 @@ def render() -> str:
     beyond = [r for r in table if not r["standard"]]
     if beyond:
         lines += ["", "## Beyond the standard", "",
-                  "The entries of the operation registry that the standard does not name, by their path in",
-                  "the namespace (`special.erf` is `xg.special.erf`).", "", *head, *_table(beyond)]
+                  "The functions of `xg.special` (SciPy's names), which the standard does not have, by",
+                  "their path in the namespace (`special.erf` is `xg.special.erf`); the pointwise ones",
+                  "are entries of the [operation registry](concepts/operations.md).", "", *head, *_table(beyond)]
     return "\n".join(lines) + "\n"
 
 

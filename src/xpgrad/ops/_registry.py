@@ -232,30 +232,20 @@ def _derived(spec: Any, args: tuple[str, ...], what: str) -> tuple[Any, Any, set
     f = spec.f if isinstance(spec, over) else spec
     names = _params(f, what)
     dval = _picker(f, names, args, what)
+    vjp: Callable[..., Any]
+    jvp: Callable[..., Any]
     if isinstance(spec, over):
-        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
-            return unscale(xp, g, conj(xp, dval(xp, ans, a)))
-
-        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
-            return t / dval(xp, ans, a)
+        vjp = lambda xp, g, ans, *a: unscale(xp, g, conj(xp, dval(xp, ans, a)))
+        jvp = lambda xp, t, ans, *a: t / dval(xp, ans, a)
     elif names == args[:1]:  # (the common cases without the general picker: d of x, d of ans)
-        def vjp(xp: Any, g: Any, ans: Any, x: Any, *a: Any) -> Any:
-            return scale(xp, g, conj(xp, f(xp, x)))
-
-        def jvp(xp: Any, t: Any, ans: Any, x: Any, *a: Any) -> Any:
-            return t * f(xp, x)
+        vjp = lambda xp, g, ans, x, *a: scale(xp, g, conj(xp, f(xp, x)))
+        jvp = lambda xp, t, ans, x, *a: t * f(xp, x)
     elif names == ("ans",):
-        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
-            return scale(xp, g, conj(xp, f(xp, ans)))
-
-        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
-            return t * f(xp, ans)
+        vjp = lambda xp, g, ans, *a: scale(xp, g, conj(xp, f(xp, ans)))
+        jvp = lambda xp, t, ans, *a: t * f(xp, ans)
     else:
-        def vjp(xp: Any, g: Any, ans: Any, *a: Any) -> Any:
-            return scale(xp, g, conj(xp, dval(xp, ans, a)))
-
-        def jvp(xp: Any, t: Any, ans: Any, *a: Any) -> Any:
-            return t * dval(xp, ans, a)
+        vjp = lambda xp, g, ans, *a: scale(xp, g, conj(xp, dval(xp, ans, a)))
+        jvp = lambda xp, t, ans, *a: t * dval(xp, ans, a)
     return vjp, jvp, set(names)
 
 

@@ -281,7 +281,8 @@ class Node:
     """A recorded application of a primitive: what backward needs, nothing more.
 
     ``parents[i]`` is None (no gradient wanted), a leaf Tensor (accumulate into its
-    ``.grad``) or the Node that produced argument i (output ``pidx[i]``).
+    ``.grad``) or the Node that produced argument i (output ``pidx[i]``). Made only
+    by :func:`_new_node`, the one place that says what a node holds.
     """
 
     __slots__ = (
@@ -316,18 +317,13 @@ class Node:
     checks: tuple[Any, ...] | None
     ans: Any
     n_out: int
+    hooks: dict[int, list[Callable[..., Any]]] | None
     freed: bool
+    # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
+    # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
+    fw: tuple[list[Any], Any] | None
     seq: int  # creation order: a node's parents always have a smaller seq
     stack: Any  # set only under detect_anomaly(): where the op was created (read with getattr)
-
-    def __init__(self) -> None:
-        # (_record builds nodes without calling this; keep the two in step)
-        self.hooks: dict[int, list[Callable[..., Any]]] | None = None
-        self.freed = False
-        # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
-        # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
-        self.fw: tuple[list[Any], Any] | None = None
-        self.seq = next(_seq)
 
     def name(self) -> str:
         return self.prim.name
@@ -400,13 +396,17 @@ def _bind_batched(cls: type, vmap_apply: Any) -> None:
 
 
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
-    """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed."""
+    """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed.
+
+    The general path: any number of arguments, several outputs, views. One or two
+    arguments of a ``fast`` primitive take :func:`_apply12` (most ops of a training step).
+    """
     if prim.fast:
         n = len(args)
         if n == 1:
-            return apply1(prim, args[0], kw)
+            return _apply12(prim, args[0], _NOARG, kw)
         if n == 2:
-            return apply2(prim, args[0], args[1], kw)
+            return _apply12(prim, args[0], args[1], kw)
     if _vmap_open:
         for a in args:
             if isinstance(a, Batched):
@@ -446,6 +446,20 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     return res
 
 
+def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
+    """:func:`apply` for one argument (``apply(prim, (a,), kw)`` without the tuple)."""
+    return _apply12(prim, a, _NOARG, kw) if prim.fast else apply(prim, (a,), kw)
+
+
+def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
+    """:func:`apply` for two arguments (``apply(prim, (a, b), kw)`` without the tuple)."""
+    return _apply12(prim, a, b, kw) if prim.fast else apply(prim, (a, b), kw)
+
+
+#: ``b`` of :func:`_apply12` and :func:`_record12` for a one-argument call
+_NOARG: Any = object()
+
+
 def _all_float(out: Any, multi: bool) -> bool:
     """Whether the output (every output, when ``multi``) is floating-point or complex."""
     if multi:
@@ -470,75 +484,53 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
     return _wrap(o, node, oidx)
 
 
-# The two specialisations below are :func:`apply` and :func:`_record` for one and two
-# arguments of a ``fast`` primitive (one output, not a view; an integer result of a
-# ``check_dtype`` one is a constant, as in :func:`apply`):
-# most ops of a training step. They build the same Node as ``_record`` (through
-# ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and the
-# ``*args`` calls (about half the cost per op).
-def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for one argument."""
-    if not prim.fast:
-        return apply(prim, (a,), kw)
-    if _vmap_open and isinstance(a, Batched):
-        return _vmap_apply(prim, (a,), kw)
-    if isinstance(a, Tensor):
-        d = a.data
-        rg = a._requires_grad
-    else:
-        d = a
-        rg = False
-    xp = _CACHE.get((type(d),))
-    if xp is None:
-        xp = backend_namespace(d, func=prim.name)
-    try:
-        out = prim.fwd(xp, d, **kw) if kw else prim.fwd(xp, d)
-    except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
-        _fail_forward(prim, [d], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
-        res = _record1(prim, xp, a, d, kw, out)
-    else:
-        res = _wrap(out)
-    if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, [d], out, False)
-    if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, (a,), [d], kw, out, res)
-    return res
-
-
-def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for two arguments."""
-    if not prim.fast:
-        return apply(prim, (a, b), kw)
+# The fast path: :func:`apply` and :func:`_record` for one or two arguments of a ``fast``
+# primitive (one output, not a view; an integer result of a ``check_dtype`` one is a
+# constant, as in :func:`apply`): most ops of a training step. The same steps and the same
+# Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
+# the ``*args`` calls (about half the cost per op).
+def _apply12(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
+    """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast`` primitive."""
+    one = b is _NOARG
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
-        return _vmap_apply(prim, (a, b), kw)
-    rg = False
+        return _vmap_apply(prim, (a,) if one else (a, b), kw)
     if isinstance(a, Tensor):
         da = a.data
         rg = a._requires_grad
     else:
         da = a
-    if isinstance(b, Tensor):
-        db = b.data
-        if b._requires_grad:
-            rg = True
-    else:
+        rg = False
+    if one:
         db = b
-    xp = _CACHE.get((type(da), type(db)))
-    if xp is None:
-        xp = backend_namespace(da, db, func=prim.name)
-    try:
-        out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
-    except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
-        _fail_forward(prim, [da, db], kw, e)
+        xp = _CACHE.get((type(da),))
+        if xp is None:
+            xp = backend_namespace(da, func=prim.name)
+        try:
+            out = prim.fwd(xp, da, **kw) if kw else prim.fwd(xp, da)
+        except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
+            _fail_forward(prim, [da], kw, e)
+    else:
+        if isinstance(b, Tensor):
+            db = b.data
+            if b._requires_grad:
+                rg = True
+        else:
+            db = b
+        xp = _CACHE.get((type(da), type(db)))
+        if xp is None:
+            xp = backend_namespace(da, db, func=prim.name)
+        try:
+            out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
+        except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
+            _fail_forward(prim, [da, db], kw, e)
     if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
-        res = _record2(prim, xp, a, b, da, db, kw, out)
+        res = _record12(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
     if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, [da, db], out, False)
+        _anomaly.check_forward(prim.name, xp, [da] if one else [da, db], out, False)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, (a, b), [da, db], kw, out, res)
+        _forward(prim, xp, (a,) if one else (a, b), [da] if one else [da, db], kw, out, res)
     return res
 
 
@@ -551,15 +543,25 @@ def _no_rule(prim: Primitive, i: int) -> NonDifferentiableError:
     return NonDifferentiableError(msg)
 
 
-def _new_node(prim: Primitive, xp: ModuleType, kw: dict[str, Any]) -> Node:
-    node = _new(Node)  # no Node.__init__ frame; keep in step with it
+def _new_node(prim: Primitive, xp: ModuleType, kw: dict[str, Any], parents: Sequence[Any], pidx: Sequence[int],
+              saved: Sequence[Any], arrays: int, n_out: int) -> Node:
+    """A new Node: every field it holds is set here (the recorders then set ``ans`` and
+    ``checks``, which name the wrapped outputs)."""
+    node = _new(Node)  # (no __init__ frame)
+    node.prim = prim
+    node.xp = xp
+    node.kw = kw
+    node.parents = parents
+    node.pidx = pidx
+    node.saved = saved
+    node.arrays = arrays
+    node.n_out = n_out
+    node.ans = None
+    node.checks = ()
     node.hooks = None
     node.freed = False
     node.fw = None
     node.seq = next(_seq)
-    node.prim = prim
-    node.xp = xp
-    node.kw = kw
     if _anomaly.depth and _anomaly.ANOMALY.get() is not None:
         node.stack = _anomaly.user_stack()
     return node
@@ -607,42 +609,10 @@ def _meta(d: Any) -> ArgMeta:
     return m
 
 
-def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any], out: Any) -> Any:
-    """:func:`_record` for one argument, a Tensor that requires grad, of a ``fast`` primitive."""
-    if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
-        raise _no_rule(prim, 0)
-    node = _new_node(prim, xp, kw)
-    p = a._node
-    node.parents = (a if p is None else p,)
-    node.pidx = _Z1 if a._oidx == 0 else (a._oidx,)
-    node.arrays = 1
-    node.n_out = 1
-    t = _wrap(out, node)
-    v = t._version
-    if prim.save0:
-        node.saved = (d,)
-        va = a._version
-        if prim.save_ans:
-            node.ans = out
-            node.checks = (0, va, va[0], -1, v, 0)
-        else:
-            node.ans = None
-            node.checks = (0, va, va[0])
-    else:
-        node.saved = (_meta(d),)
-        if prim.save_ans:
-            node.ans = out
-            node.checks = (-1, v, 0)
-        else:
-            node.ans = None
-            node.checks = ()
-    return t
-
-
-def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
+def _record12(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
              out: Any) -> Any:
-    """:func:`_record` for two arguments of a ``fast`` primitive, at least one requiring grad."""
-    node = _new_node(prim, xp, kw)
+    """:func:`_record` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast``
+    primitive, at least one requiring grad; unrolled (no loop, no lists)."""
     checks: tuple[Any, ...] = ()
     # argument 0
     pa = None
@@ -662,43 +632,43 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
     elif ta:
         v = a._version
         checks = (0, v, v[0])
-    # argument 1
-    pb = None
-    ib = 0
-    sb = db
-    tb = isinstance(b, Tensor)
-    arr_b = tb or hasattr(db, "shape")
-    if tb and b._requires_grad:
-        if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
-            raise _no_rule(prim, 1)
-        pb = b._node
-        if pb is None:
-            pb = b
-        ib = b._oidx
-    if not prim.save1:
-        sb = _meta(db) if arr_b else None
-    elif tb:
-        v = b._version
-        checks = (*checks, 1, v, v[0])
-    node.parents = (pa, pb)
-    node.pidx = _Z2 if ia == 0 and ib == 0 else (ia, ib)
-    node.arrays = arr_a | (arr_b << 1)
-    node.saved = (sa, sb)
-    node.n_out = 1
+    if b is _NOARG:
+        node = _new_node(prim, xp, kw, (pa,), _Z1 if ia == 0 else (ia,), (sa,), arr_a, 1)
+    else:
+        # argument 1
+        pb = None
+        ib = 0
+        sb = db
+        tb = isinstance(b, Tensor)
+        arr_b = tb or hasattr(db, "shape")
+        if tb and b._requires_grad:
+            if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
+                raise _no_rule(prim, 1)
+            pb = b._node
+            if pb is None:
+                pb = b
+            ib = b._oidx
+        if not prim.save1:
+            sb = _meta(db) if arr_b else None
+        elif tb:
+            v = b._version
+            checks = (*checks, 1, v, v[0])
+        node = _new_node(prim, xp, kw, (pa, pb), _Z2 if ia == 0 and ib == 0 else (ia, ib), (sa, sb),
+                         arr_a | (arr_b << 1), 1)
     t = _wrap(out, node)
     if prim.save_ans:
         node.ans = out
-        checks = (*checks, -1, t._version, 0)
-    else:
-        node.ans = None
+        v = t._version
+        checks = (*checks, -1, v, v[0])
     node.checks = checks
     return t
 
 
 def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
             kw: dict[str, Any], out: Any) -> Any:
-    # the general case: any number of arguments, several outputs, views
-    node = _new_node(prim, xp, kw)
+    """Record a Node for ``prim`` applied to ``args`` (their backend arrays ``datas``) giving
+    ``out``, and return the wrapped output(s): the general case (any number of arguments,
+    several outputs, views; also used by custom functions and checkpoint)."""
     save = prim.save
     vjps = prim.vjps
     nrules = len(vjps)
@@ -727,29 +697,25 @@ def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
             saved[i] = d
         elif hasattr(d, "shape"):
             saved[i] = _meta(d)
-    node.parents = parents
-    node.pidx = pidx
-    node.saved = saved
-    node.arrays = sum(1 << i for i, d in enumerate(datas) if hasattr(d, "shape"))
+    arrays = sum(1 << i for i, d in enumerate(datas) if hasattr(d, "shape"))
+    n_out = len(out) if prim.multi else 1
+    node = _new_node(prim, xp, kw, parents, pidx, saved, arrays, n_out)
     if prim.multi:
-        node.n_out = len(out)
         # integer and boolean outputs (unique_all's indices and counts) are constants
         outs = tuple((_wrap_view(prim, args, kw, o, node, j, j) if prim.view else _wrap(o, node, j))
                      if is_float(o.dtype) else _wrap(o) for j, o in enumerate(out))
-        node.ans = out if prim.save_ans else None
         if prim.save_ans:
+            node.ans = out
             for j, t in enumerate(outs):
-                checks += (-1 - j, t._version, 0)
+                v = t._version
+                checks += (-1 - j, v, v[0])
         node.checks = tuple(checks)
         return outs
-    node.n_out = 1
     t = _wrap_view(prim, args, kw, out, node, 0, 0) if prim.view else _wrap(out, node)
     if prim.save_ans:
         node.ans = out
         v = t._version
         checks += (-1, v, v[0])
-    else:
-        node.ans = None
     node.checks = tuple(checks)
     return t
 

@@ -7,6 +7,7 @@ only where no input array exists.
 
 from __future__ import annotations
 
+import sys
 from math import e, inf, nan, pi  # the standard's constants
 
 from ._dtypes import (
@@ -77,6 +78,13 @@ from ._io import load, save
 from ._vmap import vmap
 from ._jacobian import hessian, jacfwd, jacobian, jacrev
 
+from . import _bound  # (it hands the bound namespaces down to _dispatch.array_namespace)
+
 newaxis = None  # the standard's constant: x[newaxis] adds an axis
+
+# Modules below this package that call the whole namespace at run time (Tensor methods such
+# as t.mean(), create_graph's tangent rules, vmap's fallbacks, the bound namespaces) get it
+# handed down here, once it is complete: no import of the package inside their functions.
+autograd._core.set_graph_namespace(sys.modules[__name__])
 
 __version__ = "0.1.0"

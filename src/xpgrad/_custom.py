@@ -31,13 +31,18 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
-from ._dispatch import raw_array
+from . import functional
+from ._dispatch import backend_namespace, check_devices, raw_array
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd import _cut
+from .autograd._batched import STACK, Batched, from_phys, lift, to_phys, use_stack
 from .autograd._core import FWD_LEVELS, Primitive, _record
+from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
+from .ops._common import is_xpgrad
+from .ops.statistical import sum as xsum
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -52,8 +57,6 @@ def _fname(f: Any) -> str:
 
 def _tree() -> Any:
     """The pytree helpers of :mod:`xpgrad.functional` (imported late: it imports this module)."""
-    from . import functional
-
     return functional
 
 
@@ -75,14 +78,10 @@ def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
         raise XpgradValueError(msg)
     g, l_ = _raw(got), _raw(like)
     if type(g) is not type(l_):
-        from ._dispatch import backend_namespace
-
         backend_namespace(g, l_, func=f"{who} ({what})")  # raises NamespaceMismatchError for two libraries
     if g.dtype != l_.dtype:
         msg = f"{who} returned dtype {dtype_name(g.dtype)} for {what}; expected dtype {dtype_name(l_.dtype)}"
         raise XpgradTypeError(msg)
-    from ._dispatch import check_devices
-
     check_devices(g, l_, func=who)
 
 
@@ -100,9 +99,6 @@ _raw = raw_array  # the backend array behind x (a batched value's physical one)
 
 
 def _zeros(like: Any, tensor: bool) -> Any:
-    from ._dispatch import backend_namespace
-    from .autograd._batched import Batched
-
     if isinstance(like, Batched):  # (zeros of the example's shape: unbatched)
         d = _raw(like)
         z = backend_namespace(d).zeros(tuple(like.shape), dtype=d.dtype, device=_device(d))
@@ -181,8 +177,6 @@ class _Call:
     def cotangents(self, xp: Any, g: Any, node_args: tuple[Any, ...]) -> list[Any]:
         if self.result is not None and self.g is g:
             return self.result
-        from .ops._common import is_xpgrad
-
         graph = is_xpgrad(xp)
         if self.levels:
             result = self._batched_cotangents(g, graph)
@@ -201,9 +195,6 @@ class _Call:
     def _batched_cotangents(self, g: Any, graph: bool) -> list[Any]:
         """A call recorded inside vmap: the node is physical (batch axes in front); the user's rule
         runs on the logical, batched values (as JAX batches custom rules), under the call's levels."""
-        from .autograd._batched import from_phys, lift, use_stack
-        from .ops.statistical import sum as xsum
-
         st = self.levels
         outs = _tree().leaves_of(self.struct)
         gs = list(g) if isinstance(g, tuple) else [g]
@@ -235,9 +226,6 @@ def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
 
 def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
     """Record one node for the call: inputs the Tensor leaves, outputs ``out_leaves``' data."""
-    from ._dispatch import backend_namespace
-    from .autograd._batched import STACK, Batched, from_phys, lift
-
     ins = tuple(call.leaves[j] for j in call.pos)
     st = STACK.get()
     batched = bool(st) and any(isinstance(a, Batched) for a in (*ins, *out_leaves))
@@ -434,8 +422,6 @@ def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
 
 
 def _detached(a: Any) -> Any:
-    from .autograd._batched import Batched
-
     if isinstance(a, Batched):
         return a.detach()
     return _wrap(a.data) if isinstance(a, Tensor) else a
@@ -601,8 +587,6 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
         """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape."""
-        from .autograd._engine import _engine_call, _seed
-
         t = _tree()
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):
@@ -610,14 +594,10 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         primals = t.unflatten(call.args, leaves)
         st = call.levels
         if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
-            from .autograd._batched import from_phys
-
             sizes = tuple(lv.size for lv in st)
 
             def dummy(a: Any) -> Any:
                 d = _raw(a)
-                from ._dispatch import backend_namespace
-
                 z = backend_namespace(d).zeros(sizes + tuple(a.shape), dtype=d.dtype, device=_device(d))
                 return _wrap(z).requires_grad_()
 
@@ -645,8 +625,6 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         if st:  # (the physical outputs and cotangents, every level at full size)
-            from .autograd._batched import to_phys
-
             live = [(to_phys(o, st, "custom_jvp"), to_phys(c, st, "custom_jvp")) for o, c in live]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]

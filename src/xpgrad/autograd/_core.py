@@ -30,8 +30,9 @@ from types import ModuleType
 from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
-from .._dtypes import is_float
+from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
+from .._policy import check_device_has_dtypes
 from . import _anomaly
 from ._alias import may_alias
 from ._grad_mode import GRAD_ENABLED
@@ -349,8 +350,6 @@ def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Ex
     check_devices(*datas, func=prim.name)  # raises DeviceMismatchError when that is the cause
     check_known_shapes(prim.name, [getattr(d, "shape", ()) for d in datas], err)  # Dask's NaN sizes
     if kw.get("device") is not None:  # e.g. float64 to array-api-strict's no_float64 device
-        from .._policy import check_device_has_dtypes
-
         check_device_has_dtypes(prim.name, kw["device"], datas, err)
     try:
         raise err
@@ -382,6 +381,7 @@ class _NoBatched:  # (until _batched binds the real class: nothing is an instanc
 
 Batched: Any = _NoBatched
 _vmap_apply: Any = None
+_vmap_getitem: Any = None  # a Tensor indexed by a key holding batched index arrays
 
 
 def raw_dtype(t: Any) -> Any:
@@ -389,10 +389,23 @@ def raw_dtype(t: Any) -> Any:
     return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
 
 
-def _bind_batched(cls: type, vmap_apply: Any) -> None:
-    global Batched, _vmap_apply
+def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
+    global Batched, _vmap_apply, _vmap_getitem
     Batched = cls
     _vmap_apply = vmap_apply
+    _vmap_getitem = getitem
+
+
+#: the xpgrad namespace (the top package), for what runs on Tensors: the tangent rules
+#: with ``create_graph``, Tensor methods (``t.mean()``), vmap's fallbacks. The package hands
+#: itself down when it is imported (it is the top layer; this module is below it)
+XG: Any = None
+
+
+def set_graph_namespace(ns: ModuleType) -> None:
+    """Hand down the xpgrad namespace (``xpgrad/__init__.py`` calls this when it is imported)."""
+    global XG
+    XG = ns
 
 
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
@@ -764,23 +777,21 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     ) or (bool(below) and any(_needs_tape(a, below) for a in args))
     total: Any = None
     if hi:
-        import xpgrad
-
         token = FWD_LEVELS.set(below)  # the rules of this level see only the outer levels
         try:
             targs = [a if isinstance(a, Tensor) or not hasattr(a, "shape") else _wrap(a) for a in args]
             ans = tuple(outs) if prim.multi else outs[0]
             for i, t in enumerate(ts):
                 if t is not None:
-                    r = _rule(prim, i)(xpgrad, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
+                    r = _rule(prim, i)(XG, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
                     total = _accumulate(total, r, prim.multi)
             if total is None:
                 return
             if prim.multi:
-                total = tuple(None if r is None else _fit_tangent(xpgrad, r, o.data, True)
+                total = tuple(None if r is None else _fit_tangent(XG, r, o.data, True)
                               for r, o in zip(total, outs))
             else:
-                total = _fit_tangent(xpgrad, total, outs[0].data, True)
+                total = _fit_tangent(XG, total, outs[0].data, True)
         finally:
             FWD_LEVELS.reset(token)
     else:
@@ -859,8 +870,6 @@ def fit_dtype(xp: Any, g: Any, dt: Any, tensors: bool) -> Any:
     gdt = raw_dtype(g) if tensors else g.dtype
     if gdt == dt:
         return g
-    from .._dtypes import dtype_name, kind
-
     if kind(gdt) == "complex floating" and kind(dt) != "complex floating":
         g = xp.real(g)
         gdt = raw_dtype(g) if tensors else g.dtype

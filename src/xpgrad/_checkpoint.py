@@ -54,11 +54,6 @@ from .random import _current
 __all__ = ["checkpoint", "remat"]
 
 
-def _tree() -> Any:
-    """The pytree helpers and the transform depth of :mod:`xpgrad.functional` (imported late)."""
-    return functional
-
-
 def _fname(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
@@ -154,7 +149,7 @@ class _Call:
         return result
 
     def _pullback(self, g: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
-        t = _tree()
+        t = functional
         who = f"checkpoint({self.name})"
         for box, ver in self.versions:
             if box[0] != ver:
@@ -334,7 +329,7 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
 
 def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
-    t = _tree()
+    t = functional
     tree = (args, kwargs)
     leaves = t.leaves_of(tree)
     ex_pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor) and a._requires_grad]

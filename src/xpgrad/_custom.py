@@ -55,11 +55,6 @@ def _fname(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _tree() -> Any:
-    """The pytree helpers of :mod:`xpgrad.functional` (imported late: it imports this module)."""
-    return functional
-
-
 def _is_array(x: Any) -> bool:
     return isinstance(x, Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype"))
 
@@ -134,7 +129,7 @@ def _split(owner: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[An
         raise XpgradValueError(msg)
     nd = tuple(args[i] for i in nums)
     for k, a in zip(nums, nd):
-        for leaf in _tree().leaves_of(a):
+        for leaf in functional.leaves_of(a):
             if isinstance(leaf, Tensor) and (leaf.requires_grad or leaf._fw):
                 msg = (f"{owner.kind} {owner.__name__}: argument {k} is in nondiff_argnums but is being "
                        "differentiated (a traced Tensor); pass arrays as ordinary arguments (a None cotangent "
@@ -181,11 +176,11 @@ class _Call:
         if self.levels:
             result = self._batched_cotangents(g, graph)
         else:
-            outs = _tree().leaves_of(self.struct)
+            outs = functional.leaves_of(self.struct)
             gs = list(g) if isinstance(g, tuple) else [g]
             gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
                   for gi, o in zip(gs, outs)]
-            ct = _tree().unflatten(self.struct, gs)
+            ct = functional.unflatten(self.struct, gs)
             result = self.owner._pullback(self, ct, node_args, graph)
         if not graph:
             result = [None if r is None else _data(r) for r in result]
@@ -196,12 +191,12 @@ class _Call:
         """A call recorded inside vmap: the node is physical (batch axes in front); the user's rule
         runs on the logical, batched values (as JAX batches custom rules), under the call's levels."""
         st = self.levels
-        outs = _tree().leaves_of(self.struct)
+        outs = functional.leaves_of(self.struct)
         gs = list(g) if isinstance(g, tuple) else [g]
         with use_stack(st):
             bgs = [_zeros(o, True) if gi is None else from_phys(gi if isinstance(gi, Tensor) else _wrap(gi), st)
                    for gi, o in zip(gs, outs)]
-            ct = _tree().unflatten(self.struct, bgs)
+            ct = functional.unflatten(self.struct, bgs)
             node_args = tuple(self.leaves[j] for j in self.pos)
             res = self.owner._pullback(self, ct, node_args, graph)
             out: list[Any] = []
@@ -250,7 +245,7 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     if fw is not None:
         for r, f in zip(res_leaves, fw):
             r._fw = f
-    return _tree().unflatten(call.struct, res_leaves)
+    return functional.unflatten(call.struct, res_leaves)
 
 
 
@@ -331,7 +326,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_vjp {self.__name__}", self.fun, args, kwargs)
-        t = _tree()
+        t = functional
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
         running = _IN_FWD.get()
@@ -399,7 +394,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
 
 def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
     """Validate a per-argument tuple of cotangents; return those of the node's inputs."""
-    t = _tree()
+    t = functional
     args = call.args
     if not isinstance(got, (tuple, list)) or len(got) != len(args):
         n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
@@ -500,7 +495,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                        f"with {len(primals)} arguments")
                 raise XpgradTypeError(msg)
             out = self(*primals)
-            t = _tree()
+            t = functional
             total: Any = None
             for r, tan in zip(rules, tangents):
                 if r is None:
@@ -521,7 +516,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_jvp {self.__name__}", self.fun, args, kwargs)
-        t = _tree()
+        t = functional
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
         active = FWD_LEVELS.get()
@@ -546,7 +541,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
         out, tout = res
-        t = _tree()
+        t = functional
         pairs = t.leaves_of(t.map2(lambda o, d: t._Pair((o, d)), out, tout, who, "the output and its tangent"))
         for k, (o, d) in enumerate(pairs):
             if not _is_array(o):
@@ -557,7 +552,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _forward(self, nd: tuple[Any, ...], args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
         """Apply the rule for ``level``; the outer levels differentiate the rule itself."""
-        t = _tree()
+        t = functional
 
         def tangent(a: Any) -> Any:
             if isinstance(a, Tensor):
@@ -587,7 +582,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
         """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape."""
-        t = _tree()
+        t = functional
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):
             leaves[j] = a if isinstance(a, Tensor) else _wrap(a)

@@ -360,7 +360,7 @@ def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Ex
 _seq = itertools.count()  # next() on a count is atomic under the GIL
 _new = object.__new__
 
-# Bound by _tensor.py when it is imported (it imports this module, so no import here).
+# Handed down by _tensor.py when it is imported (it imports this module).
 Tensor: Any = None
 _wrap: Any = None
 

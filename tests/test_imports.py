@@ -83,7 +83,7 @@ def test_imports_only_what_is_asked() -> None:
 #
 # Each layer lists module names; a name covers its submodules, and the longest match wins.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("xpgrad._exceptions", "xpgrad._spec", "xpgrad._fastns", "xpgrad._dtypes", "xpgrad._backends",
+    ("base", ("xpgrad._exceptions", "xpgrad._spec", "xpgrad._fast_adapter", "xpgrad._dtypes", "xpgrad._backends",
               "xpgrad._dispatch", "xpgrad._dlpack")),
     ("policy", ("xpgrad._policy", "xpgrad._info")),
     ("autograd", ("xpgrad.autograd",)),

@@ -3,7 +3,7 @@
 ``backend_namespace(*xs)`` unwraps Tensors and returns the *backend* namespace,
 cached by the tuple of argument types, so the per-op hot path pays one dict
 lookup. For NumPy and torch arrays that is xpgrad's leaner copy of
-``array_api_compat.numpy`` / ``.torch`` (``_fastns``); ``array_namespace`` hands
+``array_api_compat.numpy`` / ``.torch`` (``_fast_adapter``); ``array_namespace`` hands
 users the compat module itself. Mixed libraries raise
 :class:`NamespaceMismatchError`; mixed devices raise :class:`DeviceMismatchError`.
 Python scalars and None are ignored (a NumPy scalar alone counts as NumPy's); a
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import array_api_compat
 
 from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
-from ._fastns import numpy_namespace, torch_namespace
+from ._fast_adapter import numpy_adapter, torch_adapter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +30,7 @@ __all__ = [
 
 _SCALARS = (bool, int, float, complex, type(None))
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
-# id(fast namespace) -> the namespace it speeds up (see _fast)
+# id(fast-path adapter) -> the compat namespace it adapts (see _fast)
 _PUBLIC: dict[int, ModuleType] = {}
 
 
@@ -81,8 +81,8 @@ def _fast(xp: ModuleType) -> ModuleType:
     """The namespace xpgrad computes with for a resolved one: NumPy's or torch's fast paths, else ``xp``."""
     name = getattr(xp, "__name__", None)
     if name in ("array_api_compat.numpy", "array_api_compat.torch") and isinstance(xp, ModuleType):
-        fast = numpy_namespace() if name == "array_api_compat.numpy" else torch_namespace()
-        if fast.__xpgrad_base__ is xp:
+        fast = numpy_adapter() if name == "array_api_compat.numpy" else torch_adapter()
+        if fast.adapted is xp:
             _PUBLIC[id(fast)] = xp
             return fast
     return xp
@@ -91,7 +91,7 @@ def _fast(xp: ModuleType) -> ModuleType:
 def public_namespace(xp: ModuleType) -> ModuleType:
     """The namespace users are handed for one that :func:`backend_namespace` returned.
 
-    Internally NumPy and torch arrays resolve to xpgrad's fast namespaces (``_fastns``);
+    Internally NumPy and torch arrays resolve to xpgrad's fast-path adapters (``_fast_adapter``);
     users, and comparisons with a namespace they gave, see the compat modules.
     """
     return _PUBLIC.get(id(xp), xp)

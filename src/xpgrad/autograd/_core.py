@@ -5,7 +5,12 @@ written against a namespace, and one VJP rule ``vjp(xp, g, ans, *args, **kw)`` p
 positional argument. :func:`apply` is the per-op hot path: unwrap Tensors, resolve
 the backend namespace (cached by types), run the forward on raw arrays, and when
 any input requires grad in grad mode, record a :class:`Node` that keeps only what
-the rules declared they need.
+the rules declared they need. Two paths do this: the general :func:`apply` /
+:func:`_record` (any number of arguments, several outputs, views) and the fast path
+:func:`_apply12` / :func:`_record12` for one or two arguments of a one-output primitive
+that makes no view (most ops of a training step; :func:`apply1` and :func:`apply2`
+enter it without building a tuple). Both make their Node with :func:`_new_node`, the
+one place that says what a node holds.
 
 Forward mode lives here too. Each ``jvp`` opens a *level* (an ever-increasing
 int, kept in the context-local tuple :data:`FWD_LEVELS`); a Tensor carries its
@@ -195,9 +200,9 @@ class Primitive:
         self.multi = multi
         self.check_dtype = check_dtype
         self.chapter = chapter
-        #: one output, not a view: the specialised apply1/apply2 paths (which test check_dtype)
+        #: one output, not a view: calls with one or two arguments take the fast path (_apply12)
         self.fast = not (multi or view)
-        #: arguments 0 and 1 are saved for the rules (read by the fast paths' recording)
+        #: arguments 0 and 1 are saved for the rules (read by the fast path's recording, _record12)
         self.save0 = save is None or 0 in save
         self.save1 = save is None or 1 in save
         #: the rules read saved data (so a freed node cannot be gone through again)

@@ -7,10 +7,10 @@ the backend namespace (cached by types), run the forward on raw arrays, and when
 any input requires grad in grad mode, record a :class:`Node` that keeps only what
 the rules declared they need. Two paths do this: the general :func:`apply` /
 :func:`_record` (any number of arguments, several outputs, views) and the fast path
-:func:`_apply12` / :func:`_record12` for one or two arguments of a one-output primitive
-that makes no view (most ops of a training step; :func:`apply1` and :func:`apply2`
-enter it without building a tuple). Both make their Node with :func:`_new_node`, the
-one place that says what a node holds.
+:func:`apply2` / :func:`_record12` for one or two arguments of a one-output primitive
+that makes no view (most ops of a training step; :func:`apply1` is ``apply2`` for one
+argument). Both make their Node with :func:`_new_node`, the one place that says
+what a node holds.
 
 Forward mode lives here too. Each ``jvp`` opens a *level* (an ever-increasing
 int, kept in the context-local tuple :data:`FWD_LEVELS`); a Tensor carries its
@@ -200,7 +200,7 @@ class Primitive:
         self.multi = multi
         self.check_dtype = check_dtype
         self.chapter = chapter
-        #: one output, not a view: calls with one or two arguments take the fast path (_apply12)
+        #: one output, not a view: calls with one or two arguments take the fast path (apply2)
         self.fast = not (multi or view)
         #: arguments 0 and 1 are saved for the rules (read by the fast path's recording, _record12)
         self.save0 = save is None or 0 in save
@@ -417,14 +417,14 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed.
 
     The general path: any number of arguments, several outputs, views. One or two
-    arguments of a ``fast`` primitive take :func:`_apply12` (most ops of a training step).
+    arguments of a ``fast`` primitive take :func:`apply2` (most ops of a training step).
     """
     if prim.fast:
         n = len(args)
         if n == 1:
-            return _apply12(prim, args[0], _NOARG, kw)
+            return apply2(prim, args[0], _NOARG, kw)
         if n == 2:
-            return _apply12(prim, args[0], args[1], kw)
+            return apply2(prim, args[0], args[1], kw)
     if _vmap_open:
         for a in args:
             if isinstance(a, Batched):
@@ -466,15 +466,10 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
 
 def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
     """:func:`apply` for one argument (``apply(prim, (a,), kw)`` without the tuple)."""
-    return _apply12(prim, a, _NOARG, kw) if prim.fast else apply(prim, (a,), kw)
+    return apply2(prim, a, _NOARG, kw)
 
 
-def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for two arguments (``apply(prim, (a, b), kw)`` without the tuple)."""
-    return _apply12(prim, a, b, kw) if prim.fast else apply(prim, (a, b), kw)
-
-
-#: ``b`` of :func:`_apply12` and :func:`_record12` for a one-argument call
+#: ``b`` of :func:`apply2` and :func:`_record12` for a one-argument call
 _NOARG: Any = object()
 
 
@@ -507,9 +502,12 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
 # constant, as in :func:`apply`): most ops of a training step. The same steps and the same
 # Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
 # the ``*args`` calls (about half the cost per op).
-def _apply12(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast`` primitive."""
+def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
+    """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
+    (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to :func:`apply`."""
     one = b is _NOARG
+    if not prim.fast:
+        return apply(prim, (a,) if one else (a, b), kw)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
         return _vmap_apply(prim, (a,) if one else (a, b), kw)
     if isinstance(a, Tensor):
@@ -670,14 +668,13 @@ def _record12(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any,
             sb = _meta(db) if arr_b else None
         elif tb:
             v = b._version
-            checks = (*checks, 1, v, v[0])
+            checks = checks + (1, v, v[0])  # noqa: RUF005 - (() + t is t itself: no copy)
         node = _new_node(prim, xp, kw, (pa, pb), _Z2 if ia == 0 and ib == 0 else (ia, ib), (sa, sb),
                          arr_a | (arr_b << 1), 1)
     t = _wrap(out, node)
     if prim.save_ans:
         node.ans = out
-        v = t._version
-        checks = (*checks, -1, v, v[0])
+        checks = checks + (-1, t._version, 0)  # noqa: RUF005 - (faster; a fresh output: version 0)
     node.checks = checks
     return t
 

@@ -7,7 +7,7 @@ only where no input array exists.
 
 from __future__ import annotations
 
-import sys
+import sys as _sys
 from math import e, inf, nan, pi  # the standard's constants
 
 from ._dtypes import (
@@ -85,6 +85,6 @@ newaxis = None  # the standard's constant: x[newaxis] adds an axis
 # Modules below this package that call the whole namespace at run time (Tensor methods such
 # as t.mean(), create_graph's tangent rules, vmap's fallbacks, the bound namespaces) get it
 # handed down here, once it is complete: no import of the package inside their functions.
-autograd._core.set_graph_namespace(sys.modules[__name__])
+autograd._core.set_graph_namespace(_sys.modules[__name__])
 
 __version__ = "0.1.0"

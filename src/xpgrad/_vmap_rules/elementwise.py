@@ -12,6 +12,7 @@ from typing import Any
 
 from ..autograd._batched import RULES
 from ..autograd._core import PRIMITIVES, Primitive, apply
+from ..ops import elementwise as _elementwise  # noqa: F401 - registers the chapter's primitives read below
 from ._util import check_ndim, pad_all
 
 
@@ -27,8 +28,12 @@ _POINTWISE = (
     "special.gammaln", "special.digamma", "special.polygamma", "special.xlogy", "special.xlog1py", "special.entr",
     "special.rel_entr",
 )
+# (by name: the primitives of nn and special, modules above or beside this one, may be
+# registered after it; the elementwise chapter's are registered by ops.elementwise above)
+for _name in _POINTWISE:
+    RULES[_name] = pointwise
 for _name, _p in PRIMITIVES.items():
-    if _p.chapter in _POINTWISE_CHAPTERS or _name in _POINTWISE:
+    if _p.chapter in _POINTWISE_CHAPTERS:
         RULES[_name] = pointwise
 
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, is_float, kind

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name
 from .._exceptions import XpgradValueError

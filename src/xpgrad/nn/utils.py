@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._exceptions import XpgradRuntimeError, XpgradValueError
 from ..autograd._grad_mode import no_grad

@@ -100,7 +100,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # its reason. Keep it short: each entry is a circle or a run-time import left to remove.
 ALLOWED: dict[tuple[str, str], str] = {
     # create_graph's rules run on the xpgrad namespace; the engine's rework (issue #18) has
-    # the package hand it down instead, as it does to autograd._core (set_graph_namespace)
+    # the package hand it down instead (autograd._grad_mode.set_graph_namespace), as it does for the rest
     ("xpgrad.autograd._engine", "xpgrad"): "create_graph namespace, until the engine's rework lands",
 }
 

@@ -38,7 +38,7 @@ from ._dtypes import dtype_name
 from ._exceptions import DTypeUnavailableError
 from ._info import Info
 from ._policy import _POLICY, DevicePolicy, _check_device_dtype, current_policy
-from .autograd import _core
+from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
 from .random import policy_generator
 
@@ -102,7 +102,7 @@ class BoundNamespace(ModuleType):
     """
 
     def __init__(self, xp: ModuleType, device: Any) -> None:
-        super().__init__("xpgrad", _core.XG.__doc__)
+        super().__init__("xpgrad", graph_namespace().__doc__)
         self._xg_xp = xp
         self._xg_device = device
         self._xg_cache: tuple[DevicePolicy, DevicePolicy] | None = None
@@ -124,7 +124,7 @@ class BoundNamespace(ModuleType):
         return f"<xpgrad namespace bound to {self._xg_where()}>"
 
     def __dir__(self) -> list[str]:
-        return dir(_core.XG)
+        return dir(graph_namespace())
 
     @property
     def binding(self) -> tuple[ModuleType, Any]:
@@ -182,7 +182,7 @@ class BoundNamespace(ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_xg_"):
             raise AttributeError(name)
-        value = getattr(_core.XG, name)
+        value = getattr(graph_namespace(), name)
         if name in ("asarray", "tensor"):
             value = self._bind(_converting(value, self))
         elif name == "from_dlpack":

@@ -25,12 +25,12 @@ from typing import Any
 from ._dispatch import backend_namespace, check_devices
 from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradTypeError, XpgradValueError
-from .autograd import _core, _cut
+from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, to_phys, use_stack
 from .autograd._core import FWD_LEVELS, apply, forward_level, primitive, raw_dtype
 from .autograd._core import PRIMITIVES as PRIMITIVES_
 from .autograd._engine import _engine_call, _seed
-from .autograd._grad_mode import GRAD_ENABLED
+from .autograd._grad_mode import GRAD_ENABLED, graph_namespace
 from .autograd._tensor import Tensor, _wrap
 from .ops._common import is_complex
 from .ops.creation import asarray, zeros_like
@@ -397,7 +397,7 @@ def _bxp(x: Any) -> Any:
 def _ns(x: Any) -> Any:
     """The namespace to compute with on ``x``: xpgrad for Tensors, the backend for raw arrays."""
     if isinstance(x, Tensor):
-        return _core.XG
+        return graph_namespace()
     return _bxp(x)
 
 

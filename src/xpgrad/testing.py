@@ -11,7 +11,7 @@ from typing import Any
 from ._dispatch import backend_namespace
 from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradValueError
-from .autograd import _core
+from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
 from .functional import jvp, value_and_grad
 
@@ -190,5 +190,5 @@ def _check(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, e
 
 def _ns_of(x: Any) -> Any:
     if isinstance(x, Tensor):
-        return _core.XG
+        return graph_namespace()
     return backend_namespace(x)

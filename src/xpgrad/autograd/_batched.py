@@ -36,6 +36,7 @@ from .._dtypes import kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from . import _core
 from ._core import PRIMITIVES, Primitive, apply
+from ._grad_mode import graph_namespace
 from ._tensor import Tensor, _batches_self, _wrap
 
 __all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
@@ -215,7 +216,7 @@ class Batched(Tensor):
             )
             raise XpgradValueError(msg)
         else:
-            gradient = _core.XG.ones_like(phys)
+            gradient = graph_namespace().ones_like(phys)
         phys.backward(gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ no single value
@@ -401,7 +402,7 @@ def to_phys(x: Any, st: tuple[Level, ...], func: str) -> Tensor:
         return materialize(x._inner, len(x._levels), st)  # type: ignore[no-any-return]
     if not isinstance(x, Tensor):
         if not hasattr(x, "shape"):
-            x = _core.XG.asarray(x)
+            x = graph_namespace().asarray(x)
         else:
             x = _wrap(x)
     return materialize(x, 0, st)  # type: ignore[no-any-return]

@@ -40,7 +40,7 @@ from .._exceptions import NonDifferentiableError, XpgradTypeError
 from .._policy import check_device_has_dtypes
 from . import _anomaly
 from ._alias import may_alias
-from ._grad_mode import GRAD_ENABLED
+from ._grad_mode import GRAD_ENABLED, graph_namespace
 
 __all__ = [
     "COMPOSITES", "DECLARED", "FWD_LEVELS", "PRIMITIVES", "Node", "Primitive", "apply", "apply1", "apply2", "composite", "declare",
@@ -399,18 +399,6 @@ def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
     Batched = cls
     _vmap_apply = vmap_apply
     _vmap_getitem = getitem
-
-
-#: the xpgrad namespace (the top package), for what runs on Tensors: the tangent rules
-#: with ``create_graph``, Tensor methods (``t.mean()``), vmap's fallbacks. The package hands
-#: itself down when it is imported (it is the top layer; this module is below it)
-XG: Any = None
-
-
-def set_graph_namespace(ns: ModuleType) -> None:
-    """Hand down the xpgrad namespace (``xpgrad/__init__.py`` calls this when it is imported)."""
-    global XG
-    XG = ns
 
 
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
@@ -779,21 +767,22 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     ) or (bool(below) and any(_needs_tape(a, below) for a in args))
     total: Any = None
     if hi:
+        xg = graph_namespace()  # (xpgrad itself: the rules run on Tensors)
         token = FWD_LEVELS.set(below)  # the rules of this level see only the outer levels
         try:
             targs = [a if isinstance(a, Tensor) or not hasattr(a, "shape") else _wrap(a) for a in args]
             ans = tuple(outs) if prim.multi else outs[0]
             for i, t in enumerate(ts):
                 if t is not None:
-                    r = _rule(prim, i)(XG, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
+                    r = _rule(prim, i)(xg, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
                     total = _accumulate(total, r, prim.multi)
             if total is None:
                 return
             if prim.multi:
-                total = tuple(None if r is None else _fit_tangent(XG, r, o.data, True)
+                total = tuple(None if r is None else _fit_tangent(xg, r, o.data, True)
                               for r, o in zip(total, outs))
             else:
-                total = _fit_tangent(XG, total, outs[0].data, True)
+                total = _fit_tangent(xg, total, outs[0].data, True)
         finally:
             FWD_LEVELS.reset(token)
     else:

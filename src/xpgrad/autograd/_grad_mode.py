@@ -3,6 +3,9 @@
 ``no_grad()``, ``enable_grad()`` and ``set_grad_enabled(mode)`` are context managers
 and decorators; each restores the previous mode through its token, also when the
 block raises. A new thread starts with recording enabled.
+
+Also the namespace that recorded rules run on (:func:`graph_namespace`): the ``xpgrad``
+package hands itself down once, as it is imported.
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar
+
+from .._exceptions import XpgradRuntimeError
 
 __all__ = ["enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
@@ -108,3 +114,24 @@ class enable_grad(set_grad_enabled):  # noqa: N801
 
     def __init__(self) -> None:
         super().__init__(True)
+
+
+#: the namespace that gradient rules run on when the backward pass is itself recorded
+#: (``create_graph``; forward-mode tangents on the tape): the ``xpgrad`` package, which
+#: registers itself as it is imported (:func:`set_graph_namespace`), so that the autograd
+#: core, which sits below it, never imports it
+_GRAPH_NS: ModuleType | None = None
+
+
+def set_graph_namespace(ns: ModuleType) -> None:
+    """Register ``ns`` (the ``xpgrad`` package) as the namespace of recorded rules."""
+    global _GRAPH_NS  # (set once, by the package's __init__)
+    _GRAPH_NS = ns
+
+
+def graph_namespace() -> ModuleType:
+    """The namespace the rules run on under ``create_graph`` (see :func:`set_graph_namespace`)."""
+    if _GRAPH_NS is None:
+        msg = "xpgrad's autograd core is used before the xpgrad package registered its namespace"
+        raise XpgradRuntimeError(msg)
+    return _GRAPH_NS

@@ -25,7 +25,7 @@ from ._alias import may_alias
 from ._core import PRIMITIVES, apply, apply1, apply2
 from ._cut import note as _note_cut
 from ._cut import refuse_numpy as _refuse_numpy
-from ._grad_mode import GRAD_ENABLED
+from ._grad_mode import GRAD_ENABLED, graph_namespace
 
 __all__ = ["Tensor"]
 
@@ -349,7 +349,7 @@ class Tensor:
         """Refuse a torch function given an xpgrad Tensor, naming xpgrad's function (torch would
         say "must be Tensor, not Tensor"). ``torch_tensor + xg_tensor`` still works: torch's
         operators turn this TypeError into NotImplemented, and Python calls the Tensor's ``__radd__``."""
-        xpgrad = _core.XG
+        xpgrad = graph_namespace()
         name = getattr(func, "__name__", repr(func))
         qual = getattr(func, "__qualname__", name)
         mod = getattr(func, "__module__", None) or "torch"
@@ -387,13 +387,13 @@ class Tensor:
         """
         if numpy_kwargs:
             _refuse_numpy_reduction("mean", numpy_kwargs)
-        return _core.XG.mean(self, axis=axis, keepdims=keepdims)
+        return graph_namespace().mean(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
         """``xpgrad.reshape(self, shape)``; accepts ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return _core.XG.reshape(self, shape)
+        return graph_namespace().reshape(self, shape)
 
     def item(self) -> Any:
         """The single element as a Python scalar (which carries no gradient).

@@ -20,7 +20,7 @@ def test_raw_arrays_give_their_backend_namespace(backend: Any) -> None:
     xp = xg.array_namespace(a, b)
     assert xp is backend.xp or xp is array_api_compat.array_namespace(a)
     assert xp.__name__ == backend.xp.__name__
-    # (internally NumPy arrays get xpgrad's fast copy of array_api_compat.numpy: tests/test_fastns.py)
+    # (internally NumPy arrays get xpgrad's fast-path adapter over array_api_compat.numpy: tests/test_fast_adapter.py)
     assert _dispatch.public_namespace(_dispatch.backend_namespace(a)) is xp
 
 

@@ -52,6 +52,8 @@ def test_a_throwaway_entry_is_found_everywhere() -> None:
     try:
         # the namespace: xg.<name>, the chapter's __all__, the signature and docstring declared
         assert xg.cube_throwaway is cube
+        from xpgrad import _namespace
+        assert _namespace.cube_throwaway is cube  # (what nn sees as xg)
         assert "cube_throwaway" in xg.ops.elementwise.__all__
         assert cube.__doc__.startswith("Elementwise cube")
         x = np.array([0.5, -1.0, 2.0])
@@ -82,6 +84,8 @@ def test_a_throwaway_entry_is_found_everywhere() -> None:
         remove("cube_throwaway")
         _fuzz.OPS.pop("cube_throwaway", None)
     assert not hasattr(xg, "cube_throwaway")
+    from xpgrad import _namespace
+    assert not hasattr(_namespace, "cube_throwaway")
     assert "cube_throwaway" not in xg.ops.elementwise.__all__
     assert "cube_throwaway" not in PRIMITIVES and "cube_throwaway" not in RULES
     assert all(r["name"] != "cube_throwaway" for r in load_script("docs/gen_coverage.py").rows())

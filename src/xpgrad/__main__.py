@@ -15,6 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import xpgrad
+from xpgrad._backends import backend_info, library_of
+
 from ._demo import add_demo_parser
 
 __all__ = ["build_parser", "info_report", "main"]
@@ -29,9 +32,6 @@ def info_report() -> dict[str, Any]:
         >>> r["array_api_version"], r["policy"]["library"]
         ('2025.12', 'numpy')
     """
-    import xpgrad
-    from xpgrad._backends import backend_info, library_of
-
     p = xpgrad.current_policy()
     return {
         "xpgrad": xpgrad.__version__,

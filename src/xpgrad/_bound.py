@@ -31,12 +31,16 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from ._dispatch import backend_namespace, public_namespace
+from ._backends import library_of
+from ._dispatch import backend_namespace, public_namespace, set_bound_namespace
 from ._dtypes import dtype as _dtype
 from ._dtypes import dtype_name
 from ._exceptions import DTypeUnavailableError
+from ._info import Info
 from ._policy import _POLICY, DevicePolicy, _check_device_dtype, current_policy
+from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
+from .random import policy_generator
 
 __all__ = ["BoundNamespace", "bound_namespace"]
 
@@ -47,8 +51,6 @@ _RANDOM_CREATION = frozenset({"normal", "uniform", "integers", "permutation", "b
 
 
 def _library_name(xp: Any) -> str:
-    from ._backends import library_of
-
     return library_of(xp)
 
 
@@ -100,9 +102,7 @@ class BoundNamespace(ModuleType):
     """
 
     def __init__(self, xp: ModuleType, device: Any) -> None:
-        import xpgrad
-
-        super().__init__("xpgrad", xpgrad.__doc__)
+        super().__init__("xpgrad", graph_namespace().__doc__)
         self._xg_xp = xp
         self._xg_device = device
         self._xg_cache: tuple[DevicePolicy, DevicePolicy] | None = None
@@ -124,9 +124,7 @@ class BoundNamespace(ModuleType):
         return f"<xpgrad namespace bound to {self._xg_where()}>"
 
     def __dir__(self) -> list[str]:
-        import xpgrad
-
-        return dir(xpgrad)
+        return dir(graph_namespace())
 
     @property
     def binding(self) -> tuple[ModuleType, Any]:
@@ -162,8 +160,6 @@ class BoundNamespace(ModuleType):
                 except DTypeUnavailableError:
                     dt = None  # the device lacks the policy's dtype: the library's default
             if p.seed is not None:
-                from .random import policy_generator
-
                 policy_generator(p)  # create the policy's generator now, so the binding shares it
             bound = replace(p, xp=self._xg_xp, device=self._xg_device, dtype=dt)
         self._xg_cache = (p, bound)
@@ -186,10 +182,7 @@ class BoundNamespace(ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_xg_"):
             raise AttributeError(name)
-        import xpgrad
-
-
-        value = getattr(xpgrad, name)
+        value = getattr(graph_namespace(), name)
         if name in ("asarray", "tensor"):
             value = self._bind(_converting(value, self))
         elif name == "from_dlpack":
@@ -207,8 +200,6 @@ class BoundNamespace(ModuleType):
 
     def _info(self) -> Any:
         """The inspection object of this bound namespace: its library, device and default dtypes."""
-        from ._info import Info
-
         return Info(self._xg_policy())
 
 
@@ -283,3 +274,6 @@ def bound_namespace(xp: ModuleType, device: Any) -> BoundNamespace:
                 ns = BoundNamespace(xp, device)
                 _BOUND[key] = ns
     return ns
+
+
+set_bound_namespace(bound_namespace)  # (_dispatch's array_namespace, a lower layer, returns them)

@@ -37,21 +37,21 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from . import functional
+from ._dispatch import backend_namespace
 from ._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError
+from ._policy import _policy_scope, current_policy
 from .autograd import _core
 from .autograd._batched import STACK
 from .autograd._core import FWD_LEVELS, GRAD_SLOT, Node, Primitive, _record
+from .autograd._engine import _engine_call
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor, _wrap
+from .functional import _identity
+from .ops._common import is_xpgrad
+from .random import _current
 
 __all__ = ["checkpoint", "remat"]
-
-
-def _tree() -> Any:
-    """The pytree helpers and the transform depth of :mod:`xpgrad.functional` (imported late)."""
-    from . import functional
-
-    return functional
 
 
 def _fname(f: Any) -> str:
@@ -137,8 +137,6 @@ class _Call:
     def cotangents(self, xp: Any, g: Any, node_args: tuple[Any, ...]) -> list[Any]:
         if self.result is not None and self.g is g:
             return self.result  # (the rule runs once per input; one recomputation serves them all)
-        from .ops._common import is_xpgrad
-
         slot = GRAD_SLOT.s
         keep = slot[2], slot[3]
         # the outer pass may have donated ``g`` (slot 0): the nested pass must not overwrite it
@@ -151,11 +149,7 @@ class _Call:
         return result
 
     def _pullback(self, g: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
-        from ._policy import _policy_scope
-        from .autograd._engine import _engine_call
-        from .functional import _identity
-
-        t = _tree()
+        t = functional
         who = f"checkpoint({self.name})"
         for box, ver in self.versions:
             if box[0] != ver:
@@ -234,8 +228,6 @@ class _Call:
         return list(res[:n_ex]) + [next(got) if u else None for u in used]
 
     def _closed_standin(self, k: int, graph: bool) -> Tensor:
-        from .functional import _identity
-
         p0, pidx, meta = self.closed[k]
         if type(p0) is Node:  # a value computed outside f: a connector to its node
             conn = _wrap(_placeholder(meta, *self.where), p0, pidx)
@@ -337,10 +329,7 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
 
 def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
-    from ._policy import current_policy
-    from .functional import _identity
-
-    t = _tree()
+    t = functional
     tree = (args, kwargs)
     leaves = t.leaves_of(tree)
     ex_pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor) and a._requires_grad]
@@ -352,8 +341,6 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     policy = current_policy()
     rng = None
     if preserve_rng_state:
-        from .random import _current
-
         gen = _current()
         with gen._lock:
             rng = (gen, gen._np.bit_generator.state)
@@ -404,8 +391,6 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call.versions = [(b, b[0]) for b in boxes.values()]
     datas = [a.data for a in ins] + [b.data for b in bound]
     import array_api_compat
-
-    from ._dispatch import backend_namespace
 
     data_outs = [o.data for o in outs]
     multi = len(outs) != 1

@@ -31,13 +31,18 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
-from ._dispatch import raw_array
+from . import functional
+from ._dispatch import backend_namespace, check_devices, raw_array
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd import _cut
+from .autograd._batched import STACK, Batched, from_phys, lift, to_phys, use_stack
 from .autograd._core import FWD_LEVELS, Primitive, _record
+from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
+from .ops._common import is_xpgrad
+from .ops.statistical import sum as xsum
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -48,13 +53,6 @@ _IN_FWD: ContextVar[frozenset[int]] = ContextVar("xpgrad_custom_vjp_in_fwd", def
 
 def _fname(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
-
-
-def _tree() -> Any:
-    """The pytree helpers of :mod:`xpgrad.functional` (imported late: it imports this module)."""
-    from . import functional
-
-    return functional
 
 
 def _is_array(x: Any) -> bool:
@@ -75,14 +73,10 @@ def _check_leaf(got: Any, like: Any, who: str, what: str) -> None:
         raise XpgradValueError(msg)
     g, l_ = _raw(got), _raw(like)
     if type(g) is not type(l_):
-        from ._dispatch import backend_namespace
-
         backend_namespace(g, l_, func=f"{who} ({what})")  # raises NamespaceMismatchError for two libraries
     if g.dtype != l_.dtype:
         msg = f"{who} returned dtype {dtype_name(g.dtype)} for {what}; expected dtype {dtype_name(l_.dtype)}"
         raise XpgradTypeError(msg)
-    from ._dispatch import check_devices
-
     check_devices(g, l_, func=who)
 
 
@@ -100,9 +94,6 @@ _raw = raw_array  # the backend array behind x (a batched value's physical one)
 
 
 def _zeros(like: Any, tensor: bool) -> Any:
-    from ._dispatch import backend_namespace
-    from .autograd._batched import Batched
-
     if isinstance(like, Batched):  # (zeros of the example's shape: unbatched)
         d = _raw(like)
         z = backend_namespace(d).zeros(tuple(like.shape), dtype=d.dtype, device=_device(d))
@@ -138,7 +129,7 @@ def _split(owner: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[An
         raise XpgradValueError(msg)
     nd = tuple(args[i] for i in nums)
     for k, a in zip(nums, nd):
-        for leaf in _tree().leaves_of(a):
+        for leaf in functional.leaves_of(a):
             if isinstance(leaf, Tensor) and (leaf.requires_grad or leaf._fw):
                 msg = (f"{owner.kind} {owner.__name__}: argument {k} is in nondiff_argnums but is being "
                        "differentiated (a traced Tensor); pass arrays as ordinary arguments (a None cotangent "
@@ -181,17 +172,15 @@ class _Call:
     def cotangents(self, xp: Any, g: Any, node_args: tuple[Any, ...]) -> list[Any]:
         if self.result is not None and self.g is g:
             return self.result
-        from .ops._common import is_xpgrad
-
         graph = is_xpgrad(xp)
         if self.levels:
             result = self._batched_cotangents(g, graph)
         else:
-            outs = _tree().leaves_of(self.struct)
+            outs = functional.leaves_of(self.struct)
             gs = list(g) if isinstance(g, tuple) else [g]
             gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
                   for gi, o in zip(gs, outs)]
-            ct = _tree().unflatten(self.struct, gs)
+            ct = functional.unflatten(self.struct, gs)
             result = self.owner._pullback(self, ct, node_args, graph)
         if not graph:
             result = [None if r is None else _data(r) for r in result]
@@ -201,16 +190,13 @@ class _Call:
     def _batched_cotangents(self, g: Any, graph: bool) -> list[Any]:
         """A call recorded inside vmap: the node is physical (batch axes in front); the user's rule
         runs on the logical, batched values (as JAX batches custom rules), under the call's levels."""
-        from .autograd._batched import from_phys, lift, use_stack
-        from .ops.statistical import sum as xsum
-
         st = self.levels
-        outs = _tree().leaves_of(self.struct)
+        outs = functional.leaves_of(self.struct)
         gs = list(g) if isinstance(g, tuple) else [g]
         with use_stack(st):
             bgs = [_zeros(o, True) if gi is None else from_phys(gi if isinstance(gi, Tensor) else _wrap(gi), st)
                    for gi, o in zip(gs, outs)]
-            ct = _tree().unflatten(self.struct, bgs)
+            ct = functional.unflatten(self.struct, bgs)
             node_args = tuple(self.leaves[j] for j in self.pos)
             res = self.owner._pullback(self, ct, node_args, graph)
             out: list[Any] = []
@@ -235,9 +221,6 @@ def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
 
 def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] | None) -> Any:
     """Record one node for the call: inputs the Tensor leaves, outputs ``out_leaves``' data."""
-    from ._dispatch import backend_namespace
-    from .autograd._batched import STACK, Batched, from_phys, lift
-
     ins = tuple(call.leaves[j] for j in call.pos)
     st = STACK.get()
     batched = bool(st) and any(isinstance(a, Batched) for a in (*ins, *out_leaves))
@@ -262,7 +245,7 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     if fw is not None:
         for r, f in zip(res_leaves, fw):
             r._fw = f
-    return _tree().unflatten(call.struct, res_leaves)
+    return functional.unflatten(call.struct, res_leaves)
 
 
 
@@ -343,7 +326,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_vjp {self.__name__}", self.fun, args, kwargs)
-        t = _tree()
+        t = functional
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
         running = _IN_FWD.get()
@@ -411,7 +394,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
 
 def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
     """Validate a per-argument tuple of cotangents; return those of the node's inputs."""
-    t = _tree()
+    t = functional
     args = call.args
     if not isinstance(got, (tuple, list)) or len(got) != len(args):
         n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
@@ -434,8 +417,6 @@ def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
 
 
 def _detached(a: Any) -> Any:
-    from .autograd._batched import Batched
-
     if isinstance(a, Batched):
         return a.detach()
     return _wrap(a.data) if isinstance(a, Tensor) else a
@@ -514,7 +495,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                        f"with {len(primals)} arguments")
                 raise XpgradTypeError(msg)
             out = self(*primals)
-            t = _tree()
+            t = functional
             total: Any = None
             for r, tan in zip(rules, tangents):
                 if r is None:
@@ -535,7 +516,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_jvp {self.__name__}", self.fun, args, kwargs)
-        t = _tree()
+        t = functional
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
         active = FWD_LEVELS.get()
@@ -560,7 +541,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
         out, tout = res
-        t = _tree()
+        t = functional
         pairs = t.leaves_of(t.map2(lambda o, d: t._Pair((o, d)), out, tout, who, "the output and its tangent"))
         for k, (o, d) in enumerate(pairs):
             if not _is_array(o):
@@ -571,7 +552,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _forward(self, nd: tuple[Any, ...], args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
         """Apply the rule for ``level``; the outer levels differentiate the rule itself."""
-        t = _tree()
+        t = functional
 
         def tangent(a: Any) -> Any:
             if isinstance(a, Tensor):
@@ -601,23 +582,17 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
         """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape."""
-        from .autograd._engine import _engine_call, _seed
-
-        t = _tree()
+        t = functional
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):
             leaves[j] = a if isinstance(a, Tensor) else _wrap(a)
         primals = t.unflatten(call.args, leaves)
         st = call.levels
         if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
-            from .autograd._batched import from_phys
-
             sizes = tuple(lv.size for lv in st)
 
             def dummy(a: Any) -> Any:
                 d = _raw(a)
-                from ._dispatch import backend_namespace
-
                 z = backend_namespace(d).zeros(sizes + tuple(a.shape), dtype=d.dtype, device=_device(d))
                 return _wrap(z).requires_grad_()
 
@@ -645,8 +620,6 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         if st:  # (the physical outputs and cotangents, every level at full size)
-            from .autograd._batched import to_phys
-
             live = [(to_phys(o, st, "custom_jvp"), to_phys(c, st, "custom_jvp")) for o, c in live]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]

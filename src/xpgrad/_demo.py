@@ -25,6 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import xpgrad as xg
+
+from . import nn
 from ._exceptions import BackendNotInstalledError, XpgradError, XpgradValueError
 
 __all__ = ["BACKENDS", "MODELS", "DemoResult", "add_demo_parser", "build_model", "load_digits_split",
@@ -108,8 +111,6 @@ def build_model(name: str) -> Any:
         >>> net(xg.zeros((5, 64), dtype=xg.float32)).shape
         (5, 10)
     """
-    from . import nn
-
     if name == "mlp":
         return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     if name == "cnn":
@@ -129,8 +130,6 @@ def build_model(name: str) -> Any:
 
 def _accuracy(model: Any, x: Any, y: Any, batch: int = 512) -> float:
     """Fraction of ``x`` classified as ``y``, under ``no_grad``, in chunks of ``batch``."""
-    import xpgrad as xg
-
     n = x.shape[0]
     correct = 0
     was_training = model.training
@@ -162,8 +161,6 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
         BackendNotInstalledError: the backend, or the ``demo`` extra, is not installed.
     """
     import numpy as np
-
-    import xpgrad as xg
 
     if backend not in BACKENDS:
         msg = f"demo: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"

@@ -3,7 +3,7 @@
 ``backend_namespace(*xs)`` unwraps Tensors and returns the *backend* namespace,
 cached by the tuple of argument types, so the per-op hot path pays one dict
 lookup. For NumPy and torch arrays that is xpgrad's leaner copy of
-``array_api_compat.numpy`` / ``.torch`` (``_fastns``); ``array_namespace`` hands
+``array_api_compat.numpy`` / ``.torch`` (``_fast_adapter``); ``array_namespace`` hands
 users the compat module itself. Mixed libraries raise
 :class:`NamespaceMismatchError`; mixed devices raise :class:`DeviceMismatchError`.
 Python scalars and None are ignored (a NumPy scalar alone counts as NumPy's); a
@@ -13,44 +13,76 @@ call with no array at all gets the current policy's namespace.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import array_api_compat
 
 from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
+from ._fast_adapter import numpy_adapter, torch_adapter
 
 if TYPE_CHECKING:
-    from .autograd._tensor import Tensor
+    from collections.abc import Callable
 
-__all__ = ["array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "public_namespace", "tensor_namespace"]
+__all__ = [
+    "array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "default_namespace", "public_namespace",
+    "set_bound_namespace", "set_default_namespace", "set_tensor_type", "tensor_namespace",
+]
 
 _SCALARS = (bool, int, float, complex, type(None))
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
-# id(fast namespace) -> the namespace it speeds up (see _fast)
+# id(fast-path adapter) -> the compat namespace it adapts (see _fast)
 _PUBLIC: dict[int, ModuleType] = {}
 
 
-_TENSOR: list[type[Tensor]] = []
+# This module is at the bottom of xpgrad's layers (the autograd layer imports it), so the
+# three things of the upper layers that it calls are handed down to it when those are
+# imported: the Tensor class (by ``autograd._tensor``), the current policy's namespace (by
+# ``_policy``) and the bound namespaces (by ``_bound``).
+class _NoTensor:  # (until autograd._tensor hands the Tensor class down: nothing is an instance)
+    pass
 
 
-def _tensor_type() -> type[Tensor]:
-    # imported on first use (autograd imports this module); an import statement per
-    # call would cost ~1.5 us on the hot path, the cached lookup ~50 ns
-    if not _TENSOR:
-        from .autograd._tensor import Tensor
+_Tensor: type = _NoTensor
 
-        _TENSOR.append(Tensor)
-    return _TENSOR[0]
+
+def set_tensor_type(cls: type) -> None:
+    """Hand down the Tensor class (``autograd._tensor`` calls this when it is imported)."""
+    global _Tensor
+    _Tensor = cls
+
+
+def _not_handed_down(*args: Any) -> NoReturn:
+    msg = "xpgrad is imported only in part: import xpgrad (its package) first"
+    raise XpgradTypeError(msg)
+
+
+_default_namespace: Callable[[], ModuleType] = _not_handed_down
+_bound_namespace: Callable[[ModuleType, Any], Any] = _not_handed_down
+
+
+def set_default_namespace(fn: Callable[[], ModuleType]) -> None:
+    """Hand down ``fn() -> the current policy's namespace`` (``_policy`` calls this when it is imported)."""
+    global _default_namespace
+    _default_namespace = fn
+
+
+def default_namespace() -> ModuleType:
+    """The current policy's namespace: where arrays go when no input array says."""
+    return _default_namespace()
+
+
+def set_bound_namespace(fn: Callable[[ModuleType, Any], Any]) -> None:
+    """Hand down ``fn(xp, device) -> the bound xpgrad namespace`` (``_bound`` calls this when it is imported)."""
+    global _bound_namespace
+    _bound_namespace = fn
 
 
 def _fast(xp: ModuleType) -> ModuleType:
     """The namespace xpgrad computes with for a resolved one: NumPy's or torch's fast paths, else ``xp``."""
     name = getattr(xp, "__name__", None)
     if name in ("array_api_compat.numpy", "array_api_compat.torch") and isinstance(xp, ModuleType):
-        from ._fastns import numpy_namespace, torch_namespace
-
-        fast = numpy_namespace() if name == "array_api_compat.numpy" else torch_namespace()
-        if fast.__xpgrad_base__ is xp:
+        fast = numpy_adapter() if name == "array_api_compat.numpy" else torch_adapter()
+        if fast.adapted is xp:
             _PUBLIC[id(fast)] = xp
             return fast
     return xp
@@ -59,7 +91,7 @@ def _fast(xp: ModuleType) -> ModuleType:
 def public_namespace(xp: ModuleType) -> ModuleType:
     """The namespace users are handed for one that :func:`backend_namespace` returned.
 
-    Internally NumPy and torch arrays resolve to xpgrad's fast namespaces (``_fastns``);
+    Internally NumPy and torch arrays resolve to xpgrad's fast-path adapters (``_fast_adapter``);
     users, and comparisons with a namespace they gave, see the compat modules.
     """
     return _PUBLIC.get(id(xp), xp)
@@ -106,7 +138,7 @@ def raw_array(x: Any) -> Any:
     """The backend array behind ``x`` (a Tensor's data; a batched one's physical array, for its
     library, dtype and device only: never its shape or values as the example's); anything
     else as it is."""
-    return _raw(x) if isinstance(x, _tensor_type()) else x
+    return _raw(x) if isinstance(x, _Tensor) else x
 
 
 def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
@@ -114,7 +146,7 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
 
     Does not check devices (see :func:`check_devices`); used on the hot path.
     """
-    T = _tensor_type()
+    T = _Tensor
     key = tuple(map(type, xs))
     xp = _CACHE.get(key)
     if xp is not None:
@@ -142,9 +174,7 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
         if xs and func != "array_namespace" and all(x is None for x in xs):  # sum(None): no array at all
             msg = f"{func}: expected an array, a Tensor or a Python scalar, got None"
             raise XpgradTypeError(msg)
-        from ._policy import current_policy
-
-        return current_policy().xp  # depends on the policy: never cached
+        return _default_namespace()  # depends on the policy: never cached
     xp = _resolve(arrays, func)
     if not any(isinstance(x, T) for x in xs):
         # a key made only of raw types determines the namespace for good
@@ -157,7 +187,7 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
 
 def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
     """Raise DeviceMismatchError if the arrays live on different devices; return the device."""
-    T = _tensor_type()
+    T = _Tensor
     first = None
     first_dev = None
     for x in xs:
@@ -227,26 +257,13 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
     """
     xp = backend_namespace(*xs)
     device = check_devices(*xs)
-    T = _tensor_type()
     public = _PUBLIC.get(id(xp), xp)
-    if any(isinstance(x, T) for x in xs):
-        return _bound_namespace()(public, device)
+    if any(isinstance(x, _Tensor) for x in xs):
+        return _bound_namespace(public, device)
     return public
-
-
-_BOUND: list[Any] = []
-
-
-def _bound_namespace() -> Any:
-    # imported on first use: _bound imports the autograd package, which imports this module
-    if not _BOUND:
-        from ._bound import bound_namespace
-
-        _BOUND.append(bound_namespace)
-    return _BOUND[0]
 
 
 def tensor_namespace(data: Any) -> Any:
     """The bound xpgrad namespace of one Tensor's backend array (``Tensor.__array_namespace__``)."""
     xp = backend_namespace(data)
-    return _bound_namespace()(_PUBLIC.get(id(xp), xp), array_api_compat.device(data))
+    return _bound_namespace(_PUBLIC.get(id(xp), xp), array_api_compat.device(data))

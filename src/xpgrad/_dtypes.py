@@ -12,6 +12,7 @@ import builtins
 from types import ModuleType
 from typing import Any
 
+from ._dispatch import default_namespace
 from ._exceptions import DTypeUnavailableError, UnknownNameError
 
 __all__ = [
@@ -176,9 +177,7 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None, *, func: str = 
     """
     n = dtype_name(name, func=func)
     if xp is None:
-        from ._policy import current_policy
-
-        xp = current_policy().xp
+        xp = default_namespace()
     if getattr(xp, "__name__", None) == "xpgrad":
         return DTYPES[n]
     tab = _table(xp)

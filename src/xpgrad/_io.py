@@ -36,6 +36,7 @@ import array_api_compat
 from ._dispatch import backend_namespace, public_namespace
 from ._dtypes import dtype_name, to_backend
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
+from ._policy import check_device_has_dtypes, current_policy
 from .autograd._tensor import Tensor, _to_numpy
 
 __all__ = ["load", "save"]
@@ -68,8 +69,6 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
         data = xp.astype(data, dt)
         fresh = True
     if device is not None and array_api_compat.device(data) != device:
-        from ._policy import check_device_has_dtypes
-
         check_device_has_dtypes(func, device, [data])
         data = array_api_compat.to_device(data, device)
         fresh = True
@@ -403,8 +402,6 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         Tensor([0.5], dtype=float64, device=CPU_DEVICE)
     """
     import numpy as np
-
-    from ._policy import current_policy
 
     _safetensors()
     target = os.fspath(path)

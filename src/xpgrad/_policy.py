@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
+from ._dispatch import backend_namespace, set_default_namespace
 from ._dtypes import DType, dtype, dtype_name, x64_hint
 from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
@@ -142,9 +143,7 @@ def _make_policy(
     elif base.seed is not None:
         # a block that shares its parent's stream: create the parent's generator now,
         # so parent and child draw from one stream whichever of them draws first
-        from .random import policy_generator
-
-        rng = policy_generator(base)
+        rng = _generator_of(base)
     else:
         rng = base.rng
     return replace(base, xp=new_xp, device=new_device, dtype=new_dtype, seed=new_seed, rng=rng)
@@ -174,8 +173,6 @@ def check_device_has_dtypes(func: str, device: Any, arrays: Any, err: Exception 
     Used where data moves to a device (``to_device``, ``Module.to``), or after a
     backend error, to name the function, the device and the dtype.
     """
-    from ._dispatch import backend_namespace
-
     for a in arrays:
         if not hasattr(a, "dtype") or not hasattr(a, "shape"):
             continue
@@ -326,3 +323,25 @@ def _policy_scope(policy: DevicePolicy) -> Iterator[DevicePolicy]:
         yield policy
     finally:
         _POLICY.reset(token)
+
+
+# ``xpgrad.random`` (a higher layer) hands down the function that makes a policy's generator
+def _no_random(policy: DevicePolicy) -> Any:
+    msg = "xpgrad.random is not imported yet: import xpgrad (its package) first"
+    raise XpgradTypeError(msg)
+
+
+_generator_of: Callable[[DevicePolicy], Any] = _no_random
+
+
+def set_generator_factory(fn: Callable[[DevicePolicy], Any]) -> None:
+    """Hand down ``fn(policy) -> its random generator`` (``xpgrad.random`` calls this when it is imported)."""
+    global _generator_of
+    _generator_of = fn
+
+
+def _current_namespace() -> ModuleType:
+    return current_policy().xp
+
+
+set_default_namespace(_current_namespace)  # (_dispatch and _dtypes, lower layers, ask it for the default namespace)

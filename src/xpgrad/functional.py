@@ -22,14 +22,20 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._dispatch import backend_namespace, check_devices
+from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, to_phys, use_stack
 from .autograd._core import FWD_LEVELS, apply, forward_level, primitive, raw_dtype
 from .autograd._core import PRIMITIVES as PRIMITIVES_
 from .autograd._engine import _engine_call, _seed
-from .autograd._grad_mode import GRAD_ENABLED
+from .autograd._grad_mode import GRAD_ENABLED, graph_namespace
 from .autograd._tensor import Tensor, _wrap
+from .ops._common import is_complex
+from .ops.creation import asarray, zeros_like
+from .ops.data_type import astype
+from .ops.elementwise import conj
 
 __all__ = ["grad", "hvp", "jvp", "linearize", "stop_gradient", "value_and_grad", "vjp"]
 
@@ -104,8 +110,6 @@ def _diff_leaf(x: Any, func: str, argnum: int) -> Tensor:
     elif _is_array(x):
         t = Tensor(x)
     elif isinstance(x, _SCALARS) and not isinstance(x, bool):
-        from .ops.creation import asarray
-
         t = asarray(float(x) if not isinstance(x, complex) else x)
     else:
         msg = (
@@ -113,8 +117,6 @@ def _diff_leaf(x: Any, func: str, argnum: int) -> Tensor:
             f"differentiate with respect to it, got {type(x).__name__}"
         )
         raise XpgradTypeError(msg)
-    from ._dtypes import dtype_name, is_float
-
     if not is_float(t.data.dtype):
         msg = (
             f"{func}: argument {argnum} has dtype {dtype_name(t.data.dtype)}; only floating-point "
@@ -160,8 +162,6 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
             f"{shape}; reduce it (e.g. with sum) or use vjp/jacobian"
         )
         raise XpgradValueError(msg)
-    from ._dtypes import dtype_name, is_float
-
     if not is_float(raw_dtype(t)):
         msg = f"{func}: the function returned dtype {dtype_name(raw_dtype(t))}, which is not differentiable"
         raise XpgradTypeError(msg)
@@ -259,16 +259,12 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         grads = []
         for t, g in zip(flat_phys, res):
             if g is None:
-                from ._dispatch import backend_namespace
-
                 xp = backend_namespace(t.data)
                 g = xp.zeros(t.data.shape, dtype=t.data.dtype, device=t.device)
             g = g if isinstance(g, Tensor) else _wrap(g)
             if st:
                 g = from_phys(g, st)
             if holomorphic:  # the gradient of Re f is conj(f'(z)) (PyTorch's convention)
-                from .ops.elementwise import conj
-
                 g = conj(g)
             grads.append(g)
         # rebuild each argument's tree with its gradients; raw leaves get raw gradients
@@ -299,8 +295,6 @@ def _arg_label(idx: list[int], diff_leaves: list[list[Tensor]], k: int) -> str:
 
 def _check_holomorphic(value: Tensor, flat: list[Tensor], holomorphic: bool, name: str, func: str) -> None:
     """A complex output needs holomorphic=True, and holomorphic=True needs complex inputs (as JAX)."""
-    from .ops._common import is_complex
-
     if not holomorphic and is_complex(value):
         msg = (
             f"{name}: {func} returned a complex output ({value.dtype}); {name} differentiates a real "
@@ -397,17 +391,13 @@ def _unflatten(tree: Any, leaves: Sequence[Any]) -> Any:
 
 
 def _bxp(x: Any) -> Any:
-    from ._dispatch import backend_namespace
-
     return backend_namespace(x.data if isinstance(x, Tensor) else x)
 
 
 def _ns(x: Any) -> Any:
     """The namespace to compute with on ``x``: xpgrad for Tensors, the backend for raw arrays."""
     if isinstance(x, Tensor):
-        import xpgrad
-
-        return xpgrad
+        return graph_namespace()
     return _bxp(x)
 
 
@@ -418,8 +408,6 @@ def _ones(t: Tensor) -> Any:
 
 def _zeros_for(x: Any, as_tensor: bool) -> Any:
     if isinstance(x, Batched):
-        from .ops.creation import zeros_like
-
         return zeros_like(x)
     data = x.data if isinstance(x, Tensor) else x
     z = _bxp(data).zeros_like(data)
@@ -427,8 +415,6 @@ def _zeros_for(x: Any, as_tensor: bool) -> Any:
 
 
 def _is_float_dtype(dt: Any) -> bool:
-    from ._dtypes import is_float
-
     return is_float(dt)
 
 
@@ -558,8 +544,6 @@ def _batched_seed(c: Any, o: Tensor, st: tuple[Any, ...], extra: tuple[Any, ...]
         raise XpgradValueError(msg)
     p = to_phys(c, st, func)
     if p.dtype != o.dtype:
-        from .ops.data_type import astype
-
         p = astype(p, o.dtype)
     if not extra:
         return p
@@ -719,16 +703,12 @@ def _dual_leaf(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
     elif _is_array(x):
         t = Tensor(x)
     elif isinstance(x, _SCALARS) and not isinstance(x, bool):
-        from .ops.creation import asarray
-
         t = asarray(float(x) if not isinstance(x, complex) else x)
     else:
         msg = f"{func}: primal {k} must be an array (or a list/tuple/dict of arrays), got {type(x).__name__}"
         raise XpgradTypeError(msg)
     data = t.data
     if not _is_float_dtype(data.dtype):
-        from ._dtypes import dtype_name
-
         msg = (
             f"{func}: primal {k} has dtype {dtype_name(data.dtype)}; only floating-point and complex "
             "primals have tangents (close over integer arguments instead)"
@@ -748,15 +728,11 @@ def _dual_leaf(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
         msg = f"{func}: tangent {k} has shape {tuple(vd.shape)}, but its primal has shape {tuple(data.shape)}"
         raise XpgradValueError(msg)
     if vd.dtype != data.dtype:
-        from ._dtypes import dtype_name
-
         msg = (
             f"{func}: tangent {k} has dtype {dtype_name(vd.dtype)}, but its primal has dtype "
             f"{dtype_name(data.dtype)}; they must be equal"
         )
         raise XpgradTypeError(msg)
-    from ._dispatch import check_devices
-
     check_devices(vd, data, func=func)
     t._fw = {level: tv} if not t._fw else {**t._fw, level: tv}
     return t

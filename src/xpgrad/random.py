@@ -51,11 +51,14 @@ from typing import Any
 import numpy as np
 
 from ._backends import resolve_device
+from ._dispatch import backend_namespace, check_devices
 from ._dtypes import DType, dtype_name, kind
 from ._dtypes import dtype as _xp_dtype
 from ._exceptions import XpgradTypeError, XpgradValueError
-from ._policy import DevicePolicy, current_policy
-from .autograd._tensor import Tensor
+from ._policy import DevicePolicy, current_policy, set_generator_factory
+from .autograd._tensor import Tensor, _to_numpy
+from .ops import indexing as _indexing
+from .ops import manipulation as _manipulation
 
 __all__ = [
     "Generator",
@@ -150,8 +153,6 @@ def _host_probabilities(p: Any, n: int) -> np.ndarray:
     for float64; 3.5e-4 for float32 probabilities); it is then divided by its sum, so
     that NumPy's stricter float64 check accepts float32 probabilities.
     """
-    from .autograd._tensor import _to_numpy
-
     data = p.detach().data if isinstance(p, Tensor) else p
     if _is_array(data):
         data = _to_numpy(data)
@@ -168,15 +169,9 @@ def _host_probabilities(p: Any, n: int) -> np.ndarray:
 def _take(x: Any, host_idx: np.ndarray, axis: int) -> Tensor:
     """``x`` indexed by host indices along ``axis``, on ``x``'s own namespace and device."""
     if isinstance(x, Tensor):
-        import xpgrad
-
-        from ._dispatch import backend_namespace
-
         bxp = backend_namespace(x.data)
         idx = _to_tensor(host_idx, "int64", bxp, x.device)
-        return xpgrad.take(x, idx, axis=axis)  # type: ignore[attr-defined]  # recorded: gradients flow
-    from ._dispatch import backend_namespace, check_devices
-
+        return _indexing.take(x, idx, axis=axis)  # recorded: gradients flow
     bxp = backend_namespace(x, func="random")
     dev = check_devices(x)
     idx = bxp.asarray(np.asarray(host_idx, dtype="int64"), dtype=_xp_dtype("int64", bxp), device=dev)
@@ -428,11 +423,7 @@ def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     if t.shape == shape:
         return t
     if t.requires_grad:
-        import xpgrad
-
-        return xpgrad.reshape(t, shape)  # type: ignore[attr-defined]  # recorded: gradients flow
-    from ._dispatch import backend_namespace
-
+        return _manipulation.reshape(t, shape)  # recorded: gradients flow
     return Tensor(backend_namespace(t.data).reshape(t.data, shape))
 
 
@@ -470,6 +461,9 @@ def policy_generator(policy: DevicePolicy) -> Generator:
                 # the policy is frozen; its rng slot is filled exactly once, under the lock
                 object.__setattr__(policy, "rng", g)
     return g  # type: ignore[no-any-return]
+
+
+set_generator_factory(policy_generator)  # (_policy, a lower layer, makes a policy's generator with it)
 
 
 def _current() -> Generator:

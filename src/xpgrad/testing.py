@@ -11,7 +11,9 @@ from typing import Any
 from ._dispatch import backend_namespace
 from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradValueError
+from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
+from .functional import jvp, value_and_grad
 
 __all__ = ["check_grads"]
 
@@ -132,8 +134,6 @@ def _compare(what: str, order: int, nums: list[int], analytic: float, numeric: f
 def _check_fwd(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, eps: float,
                rtol: float, atol: float, rng: Any, xp: Any) -> None:
     """Forward mode: ``<u, jvp(f, x, v)>`` against the central difference of ``<u, f(x + eps v)>``."""
-    from .functional import jvp
-
     out = _raw(f(*raw))
     u = _rand_like(xp, out, rng)
     vs = [_rand_like(xp, raw[i], rng) for i in nums]
@@ -158,8 +158,6 @@ def _check_fwd(f: Callable[..., Any], raw: list[Any], nums: list[int], order: in
 
 def _check(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, eps: float,
            rtol: float, atol: float, rng: Any, xp: Any) -> None:
-    from .functional import value_and_grad
-
     out = _raw(f(*raw))
     u = _rand_like(xp, out, rng)  # random cotangent
 
@@ -192,7 +190,5 @@ def _check(f: Callable[..., Any], raw: list[Any], nums: list[int], order: int, e
 
 def _ns_of(x: Any) -> Any:
     if isinstance(x, Tensor):
-        import xpgrad
-
-        return xpgrad
+        return graph_namespace()
     return backend_namespace(x)

@@ -12,14 +12,13 @@ from typing import Any
 from .._exceptions import XpgradValueError
 from ..autograd._batched import RULES
 from ..autograd._core import Primitive
+from ..ops.creation import _grid_axis
 from ._util import op
 
 
 def _meshgrid(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> tuple[Any, ...]:
     """Each 1-D example put along its output axis (after the batch axes) and broadcast to the grid:
     a reshape and a broadcast per output, as the grid of one example is."""
-    from ..ops.creation import _grid_axis
-
     indexing = kw.get("indexing", "xy")
     n = len(xs)
     lengths = []

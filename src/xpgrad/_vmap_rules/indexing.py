@@ -23,8 +23,9 @@ from typing import Any
 import array_api_compat
 
 from .._dispatch import backend_namespace
+from .._dtypes import dtype_name
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
-from ..autograd._batched import RULES, STACK, Batched, _check_levels, from_phys, lift, shift_axis
+from ..autograd._batched import RULES, STACK, Batched, _check_levels, from_phys, lift, set_indexing, shift_axis
 from ..autograd._core import Primitive, apply, raw_dtype
 from ..autograd._tensor import Tensor, _wrap
 from ._util import full, op, pad
@@ -44,8 +45,6 @@ def _is_arr(k: Any) -> bool:
 def _is_mask(k: Any) -> bool:
     if not _is_arr(k):
         return False
-    from .._dtypes import dtype_name
-
     return dtype_name(k.dtype) == "bool"
 
 
@@ -494,3 +493,4 @@ def _embed(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K
 RULES["gather"] = _gather
 RULES["scatter_add"] = _scatter_add
 RULES["embed"] = _embed
+set_indexing(batched_getitem, batched_setitem)  # (Batched indexing, in the autograd layer, calls them)

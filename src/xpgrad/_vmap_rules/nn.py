@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
 from ..autograd._batched import RULES
 from ..autograd._core import Primitive, apply
+from ..ops.creation import zeros_like
+from ..ops.elementwise import where
 from ._util import full, op
 
 
@@ -34,9 +34,9 @@ def _softmax_cross_entropy(prim: Primitive, xs: list[Any], bs: list[bool], kw: d
     # gets the value 0 / 0 = nan but a zero gradient (a constant nan is added)
     den = ys[3]
     zero = den == 0
-    nought = xg.zeros_like(den)
-    mean = total / xg.where(zero, nought + 1.0, den)
-    return mean + xg.where(zero, nought + math.nan, nought), logp
+    nought = zeros_like(den)
+    mean = total / where(zero, nought + 1.0, den)
+    return mean + where(zero, nought + math.nan, nought), logp
 
 
 RULES["nn.softmax_cross_entropy"] = _softmax_cross_entropy

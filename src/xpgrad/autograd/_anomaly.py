@@ -28,9 +28,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import array_api_compat
+
+from .._dispatch import raw_array
 from .._dtypes import is_float
 from .._exceptions import AnomalyError
-from . import _core
 
 __all__ = ["ANOMALY", "detect_anomaly", "is_anomaly_check_nan_enabled", "is_anomaly_enabled"]
 
@@ -154,13 +156,11 @@ def _where(name: str, stack: traceback.StackSummary | None) -> str:
 
 def has_nan(xp: Any, v: Any) -> bool:
     """Whether ``v`` (a backend array, a Tensor or a Python number) holds a NaN; forces lazy arrays."""
-    if v is None or type(v) is _core.ArgMeta:  # (an argument the rule sees by shape only)
-        return False
-    if isinstance(v, _core.Tensor):  # create_graph, higher-order forward mode
-        v = v.data
     if isinstance(v, (float, complex)):
         return cmath.isnan(v)
-    if not hasattr(v, "dtype") or not is_float(v.dtype):
+    v = raw_array(v)  # a Tensor's data (create_graph, higher-order forward mode)
+    # (None, or the ArgMeta of an argument the rule sees by shape only, is no array)
+    if not array_api_compat.is_array_api_obj(v) or not is_float(v.dtype):
         return False
     return bool(xp.any(xp.isnan(v)))
 

@@ -32,10 +32,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._dtypes import kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from . import _core
 from ._core import PRIMITIVES, Primitive, apply
-from ._tensor import Tensor, _wrap
+from ._grad_mode import graph_namespace
+from ._tensor import Tensor, _batches_self, _wrap
 
 __all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
 
@@ -214,9 +216,7 @@ class Batched(Tensor):
             )
             raise XpgradValueError(msg)
         else:
-            from ..ops.creation import ones_like
-
-            gradient = ones_like(phys)
+            gradient = graph_namespace().ones_like(phys)
         phys.backward(gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ no single value
@@ -298,8 +298,6 @@ class Batched(Tensor):
             new = setitem(self, other, key)
         else:
             new = apply(PRIMITIVES[name], (self, other), _core._NOKW)
-        from .._dtypes import kind
-
         if name != "setitem" and kind(new.dtype) != kind(self.dtype) and not (
                 kind(self.dtype) == "complex floating" and kind(new.dtype) == "real floating"):
             msg = (
@@ -320,17 +318,6 @@ class Batched(Tensor):
             phys = apply(PRIMITIVES["broadcast_to"], (phys,), {"shape": tuple(self._inner.shape)})
         self._inner._inplace("setitem", phys, (Ellipsis,))
         return self
-
-
-def _batches_self(name: str, k: int) -> XpgradValueError:
-    from ._tensor import _INPLACE_NAMES
-
-    name = _INPLACE_NAMES.get(name, name)
-    return XpgradValueError(
-        f"{name}: an in-place update of a value that does not vary along a vmap level, by one that "
-        "does, would make the updated value batched; vmap cannot do that in place: write it out of "
-        "place (x = x + y), or give x in_axes along that level"
-    )
 
 
 def _unsupported(what: str) -> XpgradTypeError:
@@ -415,9 +402,7 @@ def to_phys(x: Any, st: tuple[Level, ...], func: str) -> Tensor:
         return materialize(x._inner, len(x._levels), st)  # type: ignore[no-any-return]
     if not isinstance(x, Tensor):
         if not hasattr(x, "shape"):
-            from ..ops.creation import asarray
-
-            x = asarray(x)
+            x = graph_namespace().asarray(x)
         else:
             x = _wrap(x)
     return materialize(x, 0, st)  # type: ignore[no-any-return]
@@ -473,9 +458,6 @@ def has_batched(args: Any) -> bool:
     return any(isinstance(a, Batched) for a in args)
 
 
-_core._bind_batched(Batched, vmap_apply)
-
-
 # ---------------------------------------------------------------------- axes
 def shift_axis(func: str, axis: int, ndim: int, K: int) -> int:
     """Logical ``axis`` of an ``ndim``-dimensional example as a physical axis (after ``K`` batch axes)."""
@@ -498,14 +480,29 @@ def shift_axes(func: str, axis: Any, ndim: int, K: int) -> Any:
 
 
 # ---------------------------------------------------------------------- getitem / setitem
-# (filled by xpgrad._vmap_rules.indexing: the key may hold batched index arrays)
-def getitem(x: Any, key: Any) -> Tensor:
-    from .._vmap_rules.indexing import batched_getitem
+# The key may hold batched index arrays: ``xpgrad._vmap_rules.indexing`` (the rules layer,
+# above this one) hands its functions down when it is imported.
+def _no_indexing(*args: Any) -> Tensor:
+    msg = "getitem: xpgrad._vmap_rules is not imported yet: import xpgrad (its package) first"
+    raise XpgradTypeError(msg)
 
-    return batched_getitem(x, key)  # type: ignore[no-any-return]
+
+_getitem: Callable[[Any, Any], Tensor] = _no_indexing
+_setitem: Callable[[Any, Any, Any], Tensor] = _no_indexing
+
+
+def set_indexing(getitem: Callable[[Any, Any], Tensor], setitem: Callable[[Any, Any, Any], Tensor]) -> None:
+    """Hand down vmap's getitem and setitem (``_vmap_rules.indexing`` calls this when it is imported)."""
+    global _getitem, _setitem
+    _getitem, _setitem = getitem, setitem
+
+
+def getitem(x: Any, key: Any) -> Tensor:
+    return _getitem(x, key)
 
 
 def setitem(x: Any, value: Any, key: Any) -> Tensor:
-    from .._vmap_rules.indexing import batched_setitem
+    return _setitem(x, value, key)
 
-    return batched_setitem(x, value, key)  # type: ignore[no-any-return]
+
+_core._bind_batched(Batched, vmap_apply, getitem)

@@ -5,7 +5,12 @@ written against a namespace, and one VJP rule ``vjp(xp, g, ans, *args, **kw)`` p
 positional argument. :func:`apply` is the per-op hot path: unwrap Tensors, resolve
 the backend namespace (cached by types), run the forward on raw arrays, and when
 any input requires grad in grad mode, record a :class:`Node` that keeps only what
-the rules declared they need.
+the rules declared they need. Two paths do this: the general :func:`apply` /
+:func:`_record` (any number of arguments, several outputs, views) and the fast path
+:func:`apply2` / :func:`_record12` for one or two arguments of a one-output primitive
+that makes no view (most ops of a training step; :func:`apply1` is ``apply2`` for one
+argument). Both make their Node with :func:`_new_node`, the one place that says
+what a node holds.
 
 Forward mode lives here too. Each ``jvp`` opens a *level* (an ever-increasing
 int, kept in the context-local tuple :data:`FWD_LEVELS`); a Tensor carries its
@@ -30,11 +35,12 @@ from types import ModuleType
 from typing import Any
 
 from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
-from .._dtypes import is_float
+from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
+from .._policy import check_device_has_dtypes
 from . import _anomaly
 from ._alias import may_alias
-from ._grad_mode import GRAD_ENABLED
+from ._grad_mode import GRAD_ENABLED, graph_namespace
 
 __all__ = [
     "COMPOSITES", "DECLARED", "FWD_LEVELS", "PRIMITIVES", "Node", "Primitive", "apply", "apply1", "apply2", "composite", "declare",
@@ -194,9 +200,9 @@ class Primitive:
         self.multi = multi
         self.check_dtype = check_dtype
         self.chapter = chapter
-        #: one output, not a view: the specialised apply1/apply2 paths (which test check_dtype)
+        #: one output, not a view: calls with one or two arguments take the fast path (apply2)
         self.fast = not (multi or view)
-        #: arguments 0 and 1 are saved for the rules (read by the fast paths' recording)
+        #: arguments 0 and 1 are saved for the rules (read by the fast path's recording, _record12)
         self.save0 = save is None or 0 in save
         self.save1 = save is None or 1 in save
         #: the rules read saved data (so a freed node cannot be gone through again)
@@ -281,7 +287,8 @@ class Node:
     """A recorded application of a primitive: what backward needs, nothing more.
 
     ``parents[i]`` is None (no gradient wanted), a leaf Tensor (accumulate into its
-    ``.grad``) or the Node that produced argument i (output ``pidx[i]``).
+    ``.grad``) or the Node that produced argument i (output ``pidx[i]``). Made only
+    by :func:`_new_node`, the one place that says what a node holds.
     """
 
     __slots__ = (
@@ -316,18 +323,13 @@ class Node:
     checks: tuple[Any, ...] | None
     ans: Any
     n_out: int
+    hooks: dict[int, list[Callable[..., Any]]] | None
     freed: bool
+    # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
+    # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
+    fw: tuple[list[Any], Any] | None
     seq: int  # creation order: a node's parents always have a smaller seq
     stack: Any  # set only under detect_anomaly(): where the op was created (read with getattr)
-
-    def __init__(self) -> None:
-        # (_record builds nodes without calling this; keep the two in step)
-        self.hooks: dict[int, list[Callable[..., Any]]] | None = None
-        self.freed = False
-        # forward mode: (tangent dict of each argument, of the output(s)) when any was set,
-        # so that a recorded backward pass (fwd-over-rev) sees the saved values' tangents
-        self.fw: tuple[list[Any], Any] | None = None
-        self.seq = next(_seq)
 
     def name(self) -> str:
         return self.prim.name
@@ -353,8 +355,6 @@ def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Ex
     check_devices(*datas, func=prim.name)  # raises DeviceMismatchError when that is the cause
     check_known_shapes(prim.name, [getattr(d, "shape", ()) for d in datas], err)  # Dask's NaN sizes
     if kw.get("device") is not None:  # e.g. float64 to array-api-strict's no_float64 device
-        from .._policy import check_device_has_dtypes
-
         check_device_has_dtypes(prim.name, kw["device"], datas, err)
     try:
         raise err
@@ -365,7 +365,7 @@ def _fail_forward(prim: Primitive, datas: list[Any], kw: dict[str, Any], err: Ex
 _seq = itertools.count()  # next() on a count is atomic under the GIL
 _new = object.__new__
 
-# Bound by _tensor.py when it is imported (it imports this module, so no import here).
+# Handed down by _tensor.py when it is imported (it imports this module).
 Tensor: Any = None
 _wrap: Any = None
 
@@ -386,6 +386,7 @@ class _NoBatched:  # (until _batched binds the real class: nothing is an instanc
 
 Batched: Any = _NoBatched
 _vmap_apply: Any = None
+_vmap_getitem: Any = None  # a Tensor indexed by a key holding batched index arrays
 
 
 def raw_dtype(t: Any) -> Any:
@@ -393,18 +394,23 @@ def raw_dtype(t: Any) -> Any:
     return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
 
 
-def _bind_batched(cls: type, vmap_apply: Any) -> None:
-    global Batched, _vmap_apply
+def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
+    global Batched, _vmap_apply, _vmap_getitem
     Batched = cls
     _vmap_apply = vmap_apply
+    _vmap_getitem = getitem
 
 
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
-    """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed."""
+    """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed.
+
+    The general path: any number of arguments, several outputs, views. One or two
+    arguments of a ``fast`` primitive take :func:`apply2` (most ops of a training step).
+    """
     if prim.fast:
         n = len(args)
         if n == 1:
-            return apply1(prim, args[0], kw)
+            return apply2(prim, args[0], _NOARG, kw)
         if n == 2:
             return apply2(prim, args[0], args[1], kw)
     if _vmap_open:
@@ -446,6 +452,15 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     return res
 
 
+def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
+    """:func:`apply` for one argument (``apply(prim, (a,), kw)`` without the tuple)."""
+    return apply2(prim, a, _NOARG, kw)
+
+
+#: ``b`` of :func:`apply2` and :func:`_record12` for a one-argument call
+_NOARG: Any = object()
+
+
 def _all_float(out: Any, multi: bool) -> bool:
     """Whether the output (every output, when ``multi``) is floating-point or complex."""
     if multi:
@@ -470,75 +485,56 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
     return _wrap(o, node, oidx)
 
 
-# The two specialisations below are :func:`apply` and :func:`_record` for one and two
-# arguments of a ``fast`` primitive (one output, not a view; an integer result of a
-# ``check_dtype`` one is a constant, as in :func:`apply`):
-# most ops of a training step. They build the same Node as ``_record`` (through
-# ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and the
-# ``*args`` calls (about half the cost per op).
-def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for one argument."""
-    if not prim.fast:
-        return apply(prim, (a,), kw)
-    if _vmap_open and isinstance(a, Batched):
-        return _vmap_apply(prim, (a,), kw)
-    if isinstance(a, Tensor):
-        d = a.data
-        rg = a._requires_grad
-    else:
-        d = a
-        rg = False
-    xp = _CACHE.get((type(d),))
-    if xp is None:
-        xp = backend_namespace(d, func=prim.name)
-    try:
-        out = prim.fwd(xp, d, **kw) if kw else prim.fwd(xp, d)
-    except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
-        _fail_forward(prim, [d], kw, e)
-    if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
-        res = _record1(prim, xp, a, d, kw, out)
-    else:
-        res = _wrap(out)
-    if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, [d], out, False)
-    if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, (a,), [d], kw, out, res)
-    return res
-
-
+# The fast path: :func:`apply` and :func:`_record` for one or two arguments of a ``fast``
+# primitive (one output, not a view; an integer result of a ``check_dtype`` one is a
+# constant, as in :func:`apply`): most ops of a training step. The same steps and the same
+# Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
+# the ``*args`` calls (about half the cost per op).
 def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for two arguments."""
+    """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
+    (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to :func:`apply`."""
+    one = b is _NOARG
     if not prim.fast:
-        return apply(prim, (a, b), kw)
+        return apply(prim, (a,) if one else (a, b), kw)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
-        return _vmap_apply(prim, (a, b), kw)
-    rg = False
+        return _vmap_apply(prim, (a,) if one else (a, b), kw)
     if isinstance(a, Tensor):
         da = a.data
         rg = a._requires_grad
     else:
         da = a
-    if isinstance(b, Tensor):
-        db = b.data
-        if b._requires_grad:
-            rg = True
-    else:
+        rg = False
+    if one:
         db = b
-    xp = _CACHE.get((type(da), type(db)))
-    if xp is None:
-        xp = backend_namespace(da, db, func=prim.name)
-    try:
-        out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
-    except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
-        _fail_forward(prim, [da, db], kw, e)
+        xp = _CACHE.get((type(da),))
+        if xp is None:
+            xp = backend_namespace(da, func=prim.name)
+        try:
+            out = prim.fwd(xp, da, **kw) if kw else prim.fwd(xp, da)
+        except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
+            _fail_forward(prim, [da], kw, e)
+    else:
+        if isinstance(b, Tensor):
+            db = b.data
+            if b._requires_grad:
+                rg = True
+        else:
+            db = b
+        xp = _CACHE.get((type(da), type(db)))
+        if xp is None:
+            xp = backend_namespace(da, db, func=prim.name)
+        try:
+            out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
+        except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
+            _fail_forward(prim, [da, db], kw, e)
     if rg and not prim.const and GRAD_ENABLED.get() and not (prim.check_dtype and not is_float(out.dtype)):
-        res = _record2(prim, xp, a, b, da, db, kw, out)
+        res = _record12(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
     if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, [da, db], out, False)
+        _anomaly.check_forward(prim.name, xp, [da] if one else [da, db], out, False)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, (a, b), [da, db], kw, out, res)
+        _forward(prim, xp, (a,) if one else (a, b), [da] if one else [da, db], kw, out, res)
     return res
 
 
@@ -551,15 +547,25 @@ def _no_rule(prim: Primitive, i: int) -> NonDifferentiableError:
     return NonDifferentiableError(msg)
 
 
-def _new_node(prim: Primitive, xp: ModuleType, kw: dict[str, Any]) -> Node:
-    node = _new(Node)  # no Node.__init__ frame; keep in step with it
+def _new_node(prim: Primitive, xp: ModuleType, kw: dict[str, Any], parents: Sequence[Any], pidx: Sequence[int],
+              saved: Sequence[Any], arrays: int, n_out: int) -> Node:
+    """A new Node: every field it holds is set here (the recorders then set ``ans`` and
+    ``checks``, which name the wrapped outputs)."""
+    node = _new(Node)  # (no __init__ frame)
+    node.prim = prim
+    node.xp = xp
+    node.kw = kw
+    node.parents = parents
+    node.pidx = pidx
+    node.saved = saved
+    node.arrays = arrays
+    node.n_out = n_out
+    node.ans = None
+    node.checks = ()
     node.hooks = None
     node.freed = False
     node.fw = None
     node.seq = next(_seq)
-    node.prim = prim
-    node.xp = xp
-    node.kw = kw
     if _anomaly.depth and _anomaly.ANOMALY.get() is not None:
         node.stack = _anomaly.user_stack()
     return node
@@ -607,42 +613,10 @@ def _meta(d: Any) -> ArgMeta:
     return m
 
 
-def _record1(prim: Primitive, xp: ModuleType, a: Any, d: Any, kw: dict[str, Any], out: Any) -> Any:
-    """:func:`_record` for one argument, a Tensor that requires grad, of a ``fast`` primitive."""
-    if (prim.vjps[0] if prim.vjps else prim.vjp_rest) is None:
-        raise _no_rule(prim, 0)
-    node = _new_node(prim, xp, kw)
-    p = a._node
-    node.parents = (a if p is None else p,)
-    node.pidx = _Z1 if a._oidx == 0 else (a._oidx,)
-    node.arrays = 1
-    node.n_out = 1
-    t = _wrap(out, node)
-    v = t._version
-    if prim.save0:
-        node.saved = (d,)
-        va = a._version
-        if prim.save_ans:
-            node.ans = out
-            node.checks = (0, va, va[0], -1, v, 0)
-        else:
-            node.ans = None
-            node.checks = (0, va, va[0])
-    else:
-        node.saved = (_meta(d),)
-        if prim.save_ans:
-            node.ans = out
-            node.checks = (-1, v, 0)
-        else:
-            node.ans = None
-            node.checks = ()
-    return t
-
-
-def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
+def _record12(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
              out: Any) -> Any:
-    """:func:`_record` for two arguments of a ``fast`` primitive, at least one requiring grad."""
-    node = _new_node(prim, xp, kw)
+    """:func:`_record` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast``
+    primitive, at least one requiring grad; unrolled (no loop, no lists)."""
     checks: tuple[Any, ...] = ()
     # argument 0
     pa = None
@@ -662,43 +636,42 @@ def _record2(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, 
     elif ta:
         v = a._version
         checks = (0, v, v[0])
-    # argument 1
-    pb = None
-    ib = 0
-    sb = db
-    tb = isinstance(b, Tensor)
-    arr_b = tb or hasattr(db, "shape")
-    if tb and b._requires_grad:
-        if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
-            raise _no_rule(prim, 1)
-        pb = b._node
-        if pb is None:
-            pb = b
-        ib = b._oidx
-    if not prim.save1:
-        sb = _meta(db) if arr_b else None
-    elif tb:
-        v = b._version
-        checks = (*checks, 1, v, v[0])
-    node.parents = (pa, pb)
-    node.pidx = _Z2 if ia == 0 and ib == 0 else (ia, ib)
-    node.arrays = arr_a | (arr_b << 1)
-    node.saved = (sa, sb)
-    node.n_out = 1
+    if b is _NOARG:
+        node = _new_node(prim, xp, kw, (pa,), _Z1 if ia == 0 else (ia,), (sa,), arr_a, 1)
+    else:
+        # argument 1
+        pb = None
+        ib = 0
+        sb = db
+        tb = isinstance(b, Tensor)
+        arr_b = tb or hasattr(db, "shape")
+        if tb and b._requires_grad:
+            if (prim.vjps[1] if len(prim.vjps) > 1 else prim.vjp_rest) is None:
+                raise _no_rule(prim, 1)
+            pb = b._node
+            if pb is None:
+                pb = b
+            ib = b._oidx
+        if not prim.save1:
+            sb = _meta(db) if arr_b else None
+        elif tb:
+            v = b._version
+            checks = checks + (1, v, v[0])  # noqa: RUF005 - (() + t is t itself: no copy)
+        node = _new_node(prim, xp, kw, (pa, pb), _Z2 if ia == 0 and ib == 0 else (ia, ib), (sa, sb),
+                         arr_a | (arr_b << 1), 1)
     t = _wrap(out, node)
     if prim.save_ans:
         node.ans = out
-        checks = (*checks, -1, t._version, 0)
-    else:
-        node.ans = None
+        checks = checks + (-1, t._version, 0)  # noqa: RUF005 - (faster; a fresh output: version 0)
     node.checks = checks
     return t
 
 
 def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
             kw: dict[str, Any], out: Any) -> Any:
-    # the general case: any number of arguments, several outputs, views
-    node = _new_node(prim, xp, kw)
+    """Record a Node for ``prim`` applied to ``args`` (their backend arrays ``datas``) giving
+    ``out``, and return the wrapped output(s): the general case (any number of arguments,
+    several outputs, views; also used by custom functions and checkpoint)."""
     save = prim.save
     vjps = prim.vjps
     nrules = len(vjps)
@@ -727,29 +700,25 @@ def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
             saved[i] = d
         elif hasattr(d, "shape"):
             saved[i] = _meta(d)
-    node.parents = parents
-    node.pidx = pidx
-    node.saved = saved
-    node.arrays = sum(1 << i for i, d in enumerate(datas) if hasattr(d, "shape"))
+    arrays = sum(1 << i for i, d in enumerate(datas) if hasattr(d, "shape"))
+    n_out = len(out) if prim.multi else 1
+    node = _new_node(prim, xp, kw, parents, pidx, saved, arrays, n_out)
     if prim.multi:
-        node.n_out = len(out)
         # integer and boolean outputs (unique_all's indices and counts) are constants
         outs = tuple((_wrap_view(prim, args, kw, o, node, j, j) if prim.view else _wrap(o, node, j))
                      if is_float(o.dtype) else _wrap(o) for j, o in enumerate(out))
-        node.ans = out if prim.save_ans else None
         if prim.save_ans:
+            node.ans = out
             for j, t in enumerate(outs):
-                checks += (-1 - j, t._version, 0)
+                v = t._version
+                checks += (-1 - j, v, v[0])
         node.checks = tuple(checks)
         return outs
-    node.n_out = 1
     t = _wrap_view(prim, args, kw, out, node, 0, 0) if prim.view else _wrap(out, node)
     if prim.save_ans:
         node.ans = out
         v = t._version
         checks += (-1, v, v[0])
-    else:
-        node.ans = None
     node.checks = tuple(checks)
     return t
 
@@ -798,23 +767,22 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     ) or (bool(below) and any(_needs_tape(a, below) for a in args))
     total: Any = None
     if hi:
-        import xpgrad
-
+        xg = graph_namespace()  # (xpgrad itself: the rules run on Tensors)
         token = FWD_LEVELS.set(below)  # the rules of this level see only the outer levels
         try:
             targs = [a if isinstance(a, Tensor) or not hasattr(a, "shape") else _wrap(a) for a in args]
             ans = tuple(outs) if prim.multi else outs[0]
             for i, t in enumerate(ts):
                 if t is not None:
-                    r = _rule(prim, i)(xpgrad, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
+                    r = _rule(prim, i)(xg, t if isinstance(t, Tensor) else _wrap(t), ans, *targs, **kw)
                     total = _accumulate(total, r, prim.multi)
             if total is None:
                 return
             if prim.multi:
-                total = tuple(None if r is None else _fit_tangent(xpgrad, r, o.data, True)
+                total = tuple(None if r is None else _fit_tangent(xg, r, o.data, True)
                               for r, o in zip(total, outs))
             else:
-                total = _fit_tangent(xpgrad, total, outs[0].data, True)
+                total = _fit_tangent(xg, total, outs[0].data, True)
         finally:
             FWD_LEVELS.reset(token)
     else:
@@ -893,8 +861,6 @@ def fit_dtype(xp: Any, g: Any, dt: Any, tensors: bool) -> Any:
     gdt = raw_dtype(g) if tensors else g.dtype
     if gdt == dt:
         return g
-    from .._dtypes import dtype_name, kind
-
     if kind(gdt) == "complex floating" and kind(dt) != "complex floating":
         g = xp.real(g)
         gdt = raw_dtype(g) if tensors else g.dtype

@@ -39,7 +39,9 @@ import os
 import sys
 from typing import Any
 
+from .._dtypes import dtype_name
 from .._exceptions import CutGraphError
+from ._core import Node
 
 __all__ = ["WINDOW", "Cut", "Window", "check_forward", "check_reverse", "close", "note", "number_output", "open_window",
            "refuse_numpy"]
@@ -87,8 +89,6 @@ class Cut:
         self.frames = frames
 
     def describe(self) -> str:
-        from .._dtypes import dtype_name
-
         try:
             dt = dtype_name(self.dtype)
         except Exception:  # noqa: BLE001 - a dtype we cannot name: show it as the library does
@@ -207,8 +207,6 @@ def number_output(name: str, func: str, out: Any, cuts: list[Cut], what: str = "
 
 def _reached(cuts: list[Cut], targets: dict[int, int]) -> tuple[Cut, int] | None:
     """The last cut whose value depends on a target (id of a node or leaf Tensor -> index)."""
-    from ._core import Node
-
     for cut in reversed(cuts):
         if cut.graph is None:
             continue

@@ -31,7 +31,7 @@ from typing import Any, NoReturn, cast
 import array_api_compat
 
 from .._backends import _device_text
-from .._dispatch import _CACHE, backend_namespace
+from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
     DeviceMismatchError,
@@ -151,8 +151,6 @@ def _as_backend(value: Any, like: Tensor, func: str) -> Any:
             f"{dtype_name(like.data.dtype)}"
         )
         raise XpgradTypeError(msg)
-    from .._dispatch import check_devices
-
     check_devices(data, like.data, func=func)
     return value if isinstance(value, Tensor) else data
 
@@ -628,8 +626,6 @@ def _call_rule(rule: Callable[..., Any], node: Node, xp: Any, g: Any, ans: Any, 
 
 def _fail_rule(node: Node, g: Any, err: Exception) -> NoReturn:
     """Re-raise a rule's error, or a clearer one when a shape is data-dependent (Dask's NaN sizes)."""
-    from .._dispatch import check_known_shapes
-
     shapes = [m.shape for m in node.saved or () if hasattr(m, "shape")]
     shapes += [getattr(v, "shape", ()) for v in (g if isinstance(g, tuple) else (g,))]
     check_known_shapes(node.prim.name, shapes, err, backward=True)

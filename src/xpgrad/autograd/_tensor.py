@@ -14,6 +14,10 @@ from typing import Any
 
 import array_api_compat
 
+from .._backends import _device_text as _text_of_device
+from .._backends import resolve_device
+from .._dispatch import backend_namespace, set_tensor_type, tensor_namespace
+from .._dlpack import dlpack_kwargs
 from .._dtypes import DTYPES, dtype_name, fast_name, is_float, kind
 from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from . import _core
@@ -21,7 +25,7 @@ from ._alias import may_alias
 from ._core import PRIMITIVES, apply, apply1, apply2
 from ._cut import note as _note_cut
 from ._cut import refuse_numpy as _refuse_numpy
-from ._grad_mode import GRAD_ENABLED
+from ._grad_mode import GRAD_ENABLED, graph_namespace
 
 __all__ = ["Tensor"]
 
@@ -256,9 +260,7 @@ class Tensor:
             >>> x.grad
             Tensor([6.], dtype=float64, device=cpu)
         """
-        from ._engine import backward
-
-        backward([self], None if gradient is None else [gradient], retain_graph=retain_graph,
+        _backward([self], None if gradient is None else [gradient], retain_graph=retain_graph,
                  create_graph=create_graph, inputs=inputs)
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
@@ -347,8 +349,7 @@ class Tensor:
         """Refuse a torch function given an xpgrad Tensor, naming xpgrad's function (torch would
         say "must be Tensor, not Tensor"). ``torch_tensor + xg_tensor`` still works: torch's
         operators turn this TypeError into NotImplemented, and Python calls the Tensor's ``__radd__``."""
-        import xpgrad
-
+        xpgrad = graph_namespace()
         name = getattr(func, "__name__", repr(func))
         qual = getattr(func, "__qualname__", name)
         mod = getattr(func, "__module__", None) or "torch"
@@ -386,17 +387,13 @@ class Tensor:
         """
         if numpy_kwargs:
             _refuse_numpy_reduction("mean", numpy_kwargs)
-        import xpgrad
-
-        return xpgrad.mean(self, axis=axis, keepdims=keepdims)
+        return graph_namespace().mean(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
         """``xpgrad.reshape(self, shape)``; accepts ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
-        import xpgrad
-
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return xpgrad.reshape(self, shape)
+        return graph_namespace().reshape(self, shape)
 
     def item(self) -> Any:
         """The single element as a Python scalar (which carries no gradient).
@@ -422,9 +419,6 @@ class Tensor:
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
         """Copy to another device (differentiable); device strings like ``"cpu"`` work."""
-        from .._backends import resolve_device
-        from .._dispatch import backend_namespace
-
         dev = resolve_device(backend_namespace(self), device, func="to_device")
         # the source device rides along in the kwargs: the VJP moves the gradient back there
         return _op("to_device", self, device=dev, stream=stream, source=self.device)
@@ -433,8 +427,6 @@ class Tensor:
         if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
             msg = f"__array_namespace__: unsupported api_version {api_version!r}; supported: {_SUPPORTED_API_VERSIONS}"
             raise XpgradValueError(msg)
-        from .._dispatch import tensor_namespace
-
         return tensor_namespace(self.data)
 
     def __dlpack__(
@@ -457,8 +449,6 @@ class Tensor:
             >>> np.from_dlpack(t).tolist()
             [0.0, 1.0, 2.0]
         """
-        from .._dlpack import dlpack_kwargs
-
         self._leave("dlpack")
         data, kw = dlpack_kwargs(self.data, stream, max_version, dl_device, copy)
         return data.__dlpack__(**kw)
@@ -627,9 +617,7 @@ class Tensor:
 
     def __getitem__(self, key: Any) -> Tensor:
         if _core._vmap_open and _batched_key(key):  # (a batched index array: each example its own)
-            from ._batched import getitem
-
-            return getitem(self, key)
+            return _core._vmap_getitem(self, key)
         return _op("getitem", self, key=_unwrap_key(key))
 
     # ------------------------------------------------------------------ in place
@@ -653,8 +641,6 @@ class Tensor:
         """
         if _core._vmap_open and (isinstance(other, _core.Batched) or (name == "setitem" and _batched_key(key))):
             # a batched value (or key) written into a value that vmap does not batch
-            from ._batched import _batches_self
-
             raise _batches_self(name, 0)
         # a value that requires grad written into an integer tensor (t[i] = v) is cast,
         # and the tensor stays a constant, as in PyTorch
@@ -692,8 +678,6 @@ class Tensor:
             if isinstance(other, Tensor) and o.dtype != self.data.dtype:
                 # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
                 # warns about an unsafe cast inside its scatter)
-                from .._dispatch import backend_namespace
-
                 o = backend_namespace(o).astype(o, self.data.dtype)
             try:
                 self.data[key] = o
@@ -701,8 +685,6 @@ class Tensor:
                 # immutable backends (JAX) and index kinds the backend cannot assign through
                 # (integer arrays on array-api-strict, negative steps on PyTorch): the
                 # functional update of the setitem primitive
-                from .._dispatch import backend_namespace
-
                 prim = PRIMITIVES["setitem"]
                 self.data = prim.fwd(backend_namespace(self.data), self.data, o, key=key)
         else:
@@ -1120,15 +1102,39 @@ def _to_numpy(data: Any) -> Any:
 
 
 def _device_text(data: Any) -> str:
-    from .._backends import _device_text as text
-
     try:
-        return text(array_api_compat.device(data))
+        return _text_of_device(array_api_compat.device(data))
     except Exception:  # noqa: BLE001 - a backend without device info
         return "?"
 
 
+def _batches_self(name: str, k: int) -> XpgradValueError:
+    """The error of an in-place update, at vmap level ``k``, that would batch the updated value."""
+    name = _INPLACE_NAMES.get(name, name)
+    return XpgradValueError(
+        f"{name}: an in-place update of a value that does not vary along a vmap level, by one that "
+        "does, would make the updated value batched; vmap cannot do that in place: write it out of "
+        "place (x = x + y), or give x in_axes along that level"
+    )
+
+
+def _no_engine(*args: Any, **kw: Any) -> None:
+    msg = "backward: xpgrad.autograd._engine is not imported yet: import xpgrad (its package) first"
+    raise XpgradRuntimeError(msg)
+
+
+# the backward engine (``_engine``, which imports this module): the autograd package hands it down
+_backward: Callable[..., None] = _no_engine
+
+
+def set_backward(fn: Callable[..., None]) -> None:
+    """Hand down the engine's ``backward`` (``xpgrad/autograd/__init__.py`` calls this when it is imported)."""
+    global _backward
+    _backward = fn
+
+
 _core._bind(Tensor, _wrap)
+set_tensor_type(Tensor)  # (_dispatch, a lower layer, unwraps Tensors)
 
 
 # ---------------------------------------------------------------------- copying and pickling

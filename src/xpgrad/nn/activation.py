@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._exceptions import XpgradValueError
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias
 from .module import Module
@@ -44,8 +45,6 @@ class GELU(Module):
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
-            from .._exceptions import XpgradValueError
-
             msg = f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}"
             raise XpgradValueError(msg)
         self.approximate = approximate

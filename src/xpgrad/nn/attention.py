@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._exceptions import XpgradValueError
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias

@@ -16,14 +16,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from .._io import move_array
+from .._lazy import is_lazy
 from ..autograd._batched import Batched
-from ..autograd._tensor import Tensor
+from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf, expit
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
@@ -197,8 +198,6 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
         raise XpgradTypeError(msg)
     if p == 1.0:
         return input * 0.0
-    from .._io import move_array
-
     # inside vmap the mask has the example's shape: one draw, shared by every example (as JAX with one key)
     mask = xg.random.bernoulli(1.0 - p, _shape(input), dtype=name)
     mask = move_array(mask, _bxp(input), _device(input))
@@ -767,8 +766,6 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
     x = _raw(input)
     t = _data(target)
     if type(t) is not type(x) and _bxp(t) is not bxp:
-        from .._io import move_array
-
         t = move_array(t, bxp, _device(x))
     t = _check_indices(t, n_cls, ignore_index, func, bxp)
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
@@ -823,8 +820,6 @@ def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any
     its own. Under a JAX transformation (``jax.jit``, ``jax.grad``) the values are tracers
     without values, and they are not checked.
     """
-    from .._lazy import is_lazy
-
     if is_lazy(t):
         import functools
 
@@ -842,8 +837,6 @@ def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any
     if bool(bxp.any(_out_of_range(bxp, t, n, ignore_index))):
         import numpy as np
 
-        from ..autograd._tensor import _to_numpy
-
         raise _index_error(np.asarray(_to_numpy(t)), n, ignore_index, func)
     return t
 
@@ -860,8 +853,6 @@ def _class_weight(weight: Any, input: Any, cshape: tuple[int, ...], func: str) -
         raise XpgradValueError(msg)
     if isinstance(weight, Batched) or (isinstance(weight, Tensor) and weight.requires_grad):
         return xg.reshape(weight, cshape)
-    from .._io import move_array
-
     bxp = _bxp(input)
     return bxp.reshape(move_array(_data(weight), bxp, _device(input), _dtype(input)), cshape)
 

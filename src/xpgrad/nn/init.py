@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name
 from .._exceptions import XpgradValueError
+from .._io import move_array
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
 
@@ -27,8 +27,6 @@ __all__ = [
 
 
 def _fill(tensor: Tensor, values: Any) -> Tensor:
-    from .._io import move_array
-
     data = tensor.data
     import array_api_compat
 

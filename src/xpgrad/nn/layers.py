@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._backends import resolve_device
 from .._dtypes import dtype_name, to_backend
 from .._exceptions import XpgradTypeError, XpgradValueError

@@ -15,8 +15,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from .._backends import resolve_device
+from .._dispatch import backend_namespace
 from .._dtypes import DType, dtype_name, is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
+from .._io import move_array
+from .._policy import _namespace_of
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
 from ._hooks import RemovableHandle
@@ -375,8 +379,6 @@ class Module:
             >>> b.load_state_dict(a.state_dict())
             IncompatibleKeys(missing_keys=[], unexpected_keys=[])
         """
-        from .._io import move_array
-
         if not isinstance(state_dict, Mapping):
             msg = f"load_state_dict: expected a mapping of name -> tensor, got {type(state_dict).__name__}"
             raise XpgradTypeError(msg)
@@ -405,8 +407,6 @@ class Module:
             msg = (f"load_state_dict: cannot load into {type(self).__name__}: {', '.join(problems)}; "
                    "nothing was changed")
             raise XpgradValueError(msg)
-        from .._dispatch import backend_namespace
-
         new: list[tuple[Tensor, Any]] = []
         for k, (_, _, cur) in slots.items():
             if k not in state_dict:
@@ -445,11 +445,6 @@ class Module:
             >>> m.to(xp="array_api_strict").weight.device
             array_api_strict.Device('CPU_DEVICE')
         """
-        from .._backends import resolve_device
-        from .._dispatch import backend_namespace
-        from .._io import move_array
-        from .._policy import _namespace_of
-
         if device is not None and _is_dtype(device):
             device, dtype = None, device
         if dtype is not None:
@@ -558,8 +553,6 @@ def _zero_grad(p: Tensor, set_to_none: bool) -> None:
     if set_to_none:
         p.grad = None
         return
-    from .._dispatch import backend_namespace
-
     g = p.grad.data
     p.grad = Tensor(backend_namespace(g).zeros_like(g))
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import xpgrad as xg
-
+from .. import _namespace as xg
 from .._dispatch import backend_namespace as array_namespace
 from .._exceptions import XpgradValueError
 from .._lazy import note_update

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._policy import current_policy
 from ..autograd._tensor import Tensor
 
 __all__ = ["Parameter"]
@@ -33,8 +34,6 @@ class Parameter(Tensor):
 
     def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
         if data is None:
-            from .._policy import current_policy
-
             p = current_policy()
             data = p.xp.zeros((0,), dtype=p.float_dtype(), device=p.device)
         if isinstance(data, Tensor):

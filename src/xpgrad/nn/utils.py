@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import xpgrad as xg
-
+from .. import _namespace as xg
+from .._dispatch import backend_namespace
 from .._exceptions import XpgradRuntimeError, XpgradValueError
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
@@ -63,8 +63,6 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
 
 
 def _same_backend(a: Tensor, b: Tensor) -> bool:
-    from .._dispatch import backend_namespace
-
     return backend_namespace(a.data) is backend_namespace(b.data)
 
 

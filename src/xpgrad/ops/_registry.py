@@ -489,7 +489,7 @@ def _install(op: Op, *, declared_in: str) -> None:
     chapters: the entry is then everywhere a declared one is."""
     if declared_in == op.module:
         return  # (the def statement binds it; ``__all__`` is the chapter's names())
-    for mod_name in (op.module, "xpgrad") if op.module.startswith("xpgrad.ops.") else (op.module,):
+    for mod_name in (op.module, "xpgrad._namespace", "xpgrad") if op.module.startswith("xpgrad.ops.") else (op.module,):
         mod = sys.modules.get(mod_name)
         if mod is None:
             continue
@@ -517,7 +517,7 @@ def remove(name: str) -> None:
         removed(op)
     del REGISTRY[name]
     PRIMITIVES.pop(op.prim.name, None)
-    for mod_name in (op.module, "xpgrad"):
+    for mod_name in (op.module, "xpgrad._namespace", "xpgrad"):
         mod = sys.modules.get(mod_name)
         if mod is not None and getattr(mod, op.public_name, None) is op.fn:
             delattr(mod, op.public_name)

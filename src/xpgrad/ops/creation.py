@@ -26,6 +26,7 @@ from .._policy import DevicePolicy, current_policy
 from ..autograd._batched import Batched, from_phys
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
+from .data_type import astype
 
 __all__ = [
     "arange",
@@ -229,12 +230,8 @@ def asarray(
             if copy is False:
                 msg = f"asarray: copy=False, but casting {dtype_name(raw.dtype)} to {dtype_name(dtype)} needs a copy"
                 raise XpgradValueError(msg)
-            from .data_type import astype
-
             t = astype(t, dtype)
         elif copy:
-            from .data_type import astype
-
             t = astype(t, raw.dtype, copy=True)
         if device is not None:
             xp = backend_namespace(raw, func="asarray")

@@ -15,6 +15,7 @@ from typing import Any
 
 import array_api_compat
 
+from .._backends import resolve_device
 from .._dispatch import _raw, backend_namespace
 from .._dtypes import DTYPES, DType, dtype_name, fast_name, real_dtype
 from .._dtypes import dtype as backend_dtype
@@ -106,8 +107,6 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
         raise XpgradTypeError(msg)
     kw: dict[str, Any] = {"dtype": backend_dtype(name, xp), "copy": copy}
     if device is not None:
-        from .._backends import resolve_device
-
         dev = resolve_device(xp, device, func="astype")
         src = array_api_compat.device(data)
         if dev != src:

@@ -42,6 +42,7 @@ import array_api_compat
 from .._dispatch import _raw
 from .._dtypes import to_backend
 from .._exceptions import NonDifferentiableError, XpgradValueError
+from .._vmap_rules.linalg import batched_rtol
 from ..autograd import _batched
 from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
 from .elementwise import abs as _abs
@@ -740,8 +741,6 @@ def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     """
     if isinstance(rtol, Tensor):
         if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
-            from .._vmap_rules.linalg import batched_rtol
-
             return batched_rtol(_pinv, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
     return apply(_pinv, (x,), {"rtol": rtol})
@@ -827,8 +826,6 @@ def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     """
     if isinstance(rtol, Tensor):
         if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
-            from .._vmap_rules.linalg import batched_rtol
-
             return batched_rtol(_matrix_rank, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
     return apply(_matrix_rank, (x,), {"rtol": rtol})

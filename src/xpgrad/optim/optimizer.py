@@ -23,9 +23,12 @@ from typing import Any
 
 from .. import _lazy
 from .._dispatch import backend_namespace
+from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
-from ..autograd._grad_mode import no_grad
+from .._io import move_array
+from ..autograd._grad_mode import enable_grad, no_grad
 from ..autograd._tensor import Tensor
+from ..nn.module import _zero_grad
 
 __all__ = ["Optimizer"]
 
@@ -109,8 +112,6 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (default) or to zeros."""
-        from ..nn.module import _zero_grad
-
         for g in self.param_groups:
             for p in g["params"]:
                 _zero_grad(p, set_to_none)
@@ -123,8 +124,6 @@ class Optimizer:
         """
         loss = None
         if closure is not None:
-            from ..autograd._grad_mode import enable_grad
-
             with enable_grad():
                 loss = closure()
         with no_grad():
@@ -232,8 +231,6 @@ class Optimizer:
         Raises:
             XpgradValueError: the groups or their sizes differ; nothing is changed.
         """
-        from .._io import move_array
-
         name = type(self).__name__
         if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
             msg = f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'"
@@ -287,6 +284,4 @@ class Optimizer:
 
 
 def _is_floating(v: Any) -> bool:
-    from .._dtypes import is_float
-
     return is_float((v.data if isinstance(v, Tensor) else v).dtype)

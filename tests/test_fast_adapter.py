@@ -1,7 +1,8 @@
-"""xpgrad's fast NumPy namespace (``_fastns``): every replacement gives what
-``array_api_compat.numpy`` gives (type of the result, 0-d included, dtype, shape,
-values, read-only flag, memory sharing) or raises the same error, and the dispatch
-uses it internally while users keep seeing ``array_api_compat.numpy``."""
+"""xpgrad's fast-path adapter for NumPy and torch (``xpgrad._fast_adapter``), what it promises:
+every replacement gives what ``array_api_compat.numpy``/``.torch`` gives (type of the result,
+0-d included, dtype, shape, values, read-only flag, memory sharing) or raises the same error;
+on its fast path it runs no Python function but itself; every other attribute is compat's;
+the dispatch uses it internally while users keep seeing the compat modules."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import xpgrad as xg
-from xpgrad import _dispatch, _fastns
+from xpgrad import _dispatch, _fast_adapter
 
-FAST = _fastns.numpy_namespace()
+FAST = _fast_adapter.numpy_adapter()
 
 DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float32", "float64", "complex64", "complex128"]
 SHAPES = [(), (0,), (3,), (2, 3), (2, 0, 3), (2, 3, 4)]
@@ -70,15 +71,15 @@ def _same(name: str, *args: Any, **kw: Any) -> Any:
 def test_the_overrides_are_active_here() -> None:
     # array-api-compat 1.16 with NumPy 2.4: every candidate applies (another version keeps
     # the compat functions whose object changed; this pins the versions the tests exercise)
-    assert set(_fastns.OVERRIDES) == set(_fastns._CANDIDATES)
-    for name in _fastns.OVERRIDES:
-        assert getattr(FAST, name) is getattr(_fastns, name)
+    assert set(_fast_adapter.OVERRIDES) == set(_fast_adapter._CANDIDATES)
+    for name in _fast_adapter.OVERRIDES:
+        assert getattr(FAST, name) is getattr(_fast_adapter, name)
         assert getattr(FAST, name) is not getattr(cnp, name)
 
 
 def test_every_other_attribute_is_compats() -> None:
     names = set(dir(cnp)) | {n for n in vars(cnp) if not n.startswith("__")}
-    for name in names - set(_fastns.OVERRIDES):
+    for name in names - set(_fast_adapter.OVERRIDES):
         assert getattr(FAST, name) is getattr(cnp, name), name
     assert FAST.__name__ == "array_api_compat.numpy"
     assert FAST.__array_api_version__ == cnp.__array_api_version__
@@ -103,6 +104,84 @@ def test_dispatch_uses_it_internally_and_hands_users_compat() -> None:
 
     assert _dispatch.backend_namespace(xps.ones(2)) is xps
     assert _dispatch.public_namespace(xps) is xps
+
+
+def test_it_says_what_it_is() -> None:
+    assert isinstance(FAST, _fast_adapter.FastAdapter)
+    assert FAST.adapted is cnp
+    assert repr(FAST) == "<xpgrad's fast-path adapter over 'array_api_compat.numpy'>"
+    assert "adapter" in (_fast_adapter.__doc__ or "") and "not: a stand-in for array-api-compat" in (_fast_adapter.__doc__ or "")
+    assert _fast_adapter.numpy_adapter() is FAST  # one per process
+
+
+def test_users_are_handed_compat_never_the_adapter() -> None:
+    x = np.ones(2)
+    t = xg.asarray(x)
+    assert xg.array_namespace(x) is cnp
+    assert t.__array_namespace__().binding[0] is cnp
+    assert xg.array_namespace(t).binding[0] is cnp
+    with xg.default_device("numpy"):
+        assert xg.current_policy().xp is cnp
+    seen = []
+
+    @xg.custom_vjp
+    def f(v: Any) -> Any:
+        seen.append(xg.array_namespace(v))
+        return v * 2.0
+
+    f.defvjp(lambda v: (f(v), None), lambda res, g: (g * 2.0,))
+    xg.grad(lambda v: xg.sum(f(v)))(x)
+    assert all(ns is not FAST for ns in seen) and seen
+
+
+def _python_calls(fn: Callable[[], Any]) -> list[str]:
+    """The Python functions (not C ones) that run during ``fn()``, as ``module:name``, in order."""
+    import sys
+
+    names: list[str] = []
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            names.append(f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}")
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return names[1:]  # (the first is fn itself)
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("sum", (np.ones((2, 3)),)), ("max", (np.ones((2, 3)),)), ("min", (np.ones(3),)),
+    ("matmul", (np.ones((2, 3)), np.ones((3, 2)))), ("matrix_transpose", (np.ones((2, 3)),)),
+    ("reshape", (np.ones((2, 3)), (3, 2))), ("expand_dims", (np.ones(3), 0)), ("broadcast_to", (np.asarray(1.0), (2, 3))),
+    ("astype", (np.ones(3), np.float32)), ("zeros", ((2, 3),)), ("ones_like", (np.ones(3),)), ("full", ((2,), 1.5)),
+    ("arange", (4,)),
+])
+def test_the_fast_path_skips_compat(name: str, args: tuple[Any, ...]) -> None:
+    # the speed the adapter is for: on a plain ndarray with no device the replacement calls
+    # NumPy directly, running fewer Python functions than compat's own, and none of compat's
+    fast, ref = getattr(FAST, name), getattr(cnp, name)
+    got, want = _python_calls(lambda: fast(*args)), _python_calls(lambda: ref(*args))
+    assert got[0] == f"xpgrad._fast_adapter:{name}"
+    assert not [c for c in got if c.startswith("array_api_compat")], got
+    assert len(got) < len(want), (got, want)
+    # off the fast path (a device given) it hands the call to compat's function
+    if name in ("zeros", "full", "arange"):
+        assert [c for c in _python_calls(lambda: fast(*args, device="cpu")) if c.startswith("array_api_compat")]
+
+
+def test_the_torch_fast_path_skips_compat() -> None:
+    torch = pytest.importorskip("torch")
+    ns = _fast_adapter.torch_adapter()
+    a, b = torch.ones(2, 3), torch.ones(2, 3)
+    for call in (lambda: ns.add(a, b), lambda: ns.multiply(a, b), lambda: ns.matmul(a, b.mT),
+                 lambda: ns.matrix_transpose(a), lambda: ns.sum(a), lambda: ns.sum(a, axis=1)):
+        got = _python_calls(call)
+        assert got and all(c.startswith("xpgrad._fast_adapter:") for c in got), got
+    # two dtypes: compat's type promotion runs
+    assert [c for c in _python_calls(lambda: ns.add(a, b.double())) if c.startswith("array_api_compat")]
 
 
 def test_a_lone_numpy_scalar_is_numpys_not_the_policys() -> None:
@@ -313,11 +392,11 @@ def test_creation(device: str | None) -> None:
 
 # ---------------------------------------------------------------- torch
 def _same_torch(name: str, *args: Any, **kw: Any) -> Any:
-    """As _same, for array_api_compat.torch and xpgrad's fast torch namespace."""
+    """As _same, for array_api_compat.torch and xpgrad's torch adapter."""
     import array_api_compat.torch as ct
     import torch
 
-    fast = getattr(_fastns.torch_namespace(), name)
+    fast = getattr(_fast_adapter.torch_adapter(), name)
     with warnings.catch_warnings():
         # torch warns once per process (complex -> real casts): the second call would not
         warnings.simplefilter("ignore")
@@ -342,16 +421,16 @@ def _same_torch(name: str, *args: Any, **kw: Any) -> Any:
 TORCH_DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64", "complex64"]
 
 
-def test_torch_namespace_dispatch() -> None:
+def test_torch_adapter_dispatch() -> None:
     torch = pytest.importorskip("torch")
     import array_api_compat.torch as ct
 
-    ns = _fastns.torch_namespace()
+    ns = _fast_adapter.torch_adapter()
     assert _dispatch.backend_namespace(torch.ones(2)) is ns
     assert xg.array_namespace(torch.ones(2)) is ct
     assert ns.__name__ == "array_api_compat.torch" and array_api_compat.is_torch_namespace(ns)
     assert ns.linalg is ct.linalg and ns.float32 is torch.float32
-    replaced = {n for n, v in vars(ns).items() if getattr(v, "__module__", None) == "xpgrad._fastns"}
+    replaced = {n for n, v in vars(ns).items() if getattr(v, "__module__", None) == "xpgrad._fast_adapter"}
     assert {"add", "multiply", "maximum", "matmul", "matrix_transpose", "sum"} <= replaced
     for name in set(dir(ct)) - replaced:
         assert getattr(ns, name) is getattr(ct, name), name

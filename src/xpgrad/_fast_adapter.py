@@ -1,22 +1,35 @@
-"""Leaner ``array_api_compat.numpy`` and ``array_api_compat.torch`` for xpgrad's own hot path.
+"""The fast-path adapter for NumPy and torch: what xpgrad's own forwards and VJP rules call.
 
-Forwards and VJP rules call the backend namespace once per op, so the Python
-wrappers of ``array_api_compat.numpy`` (0.3-2 us a call: ``sum`` goes through
-``np.sum``'s dispatch, ``matrix_transpose`` through two wrappers and
-``np.swapaxes``, ``broadcast_to`` through an ``nditer``) are a visible share of a
-small op's cost. :func:`numpy_namespace` returns a module-like namespace that holds
-every attribute of ``array_api_compat.numpy`` and replaces a few of them with
-direct calls. Each replacement takes the fast path only where it is exactly what
-the compat function computes (a plain ``ndarray``, no device, no extra keyword),
-and calls the compat function itself otherwise, so results, dtypes, 0-d results
-(NumPy scalars where compat gives them) and errors are the same. A replacement is
-installed only when the compat attribute is the object it was written against,
-so another array-api-compat version keeps its own functions.
-:func:`torch_namespace` does the same for ``array_api_compat.torch`` (its binary
-functions, ``matmul``, ``matrix_transpose`` and ``sum``; see there).
+What it is. :func:`xpgrad._dispatch.backend_namespace` resolves the namespace that each
+op's forward and each VJP rule computes with. For NumPy and torch arrays that is not
+``array_api_compat.numpy``/``.torch`` itself but a :class:`FastAdapter` over it (from
+:func:`numpy_adapter` / :func:`torch_adapter`): the compat namespace, with a few of its
+functions replaced by direct calls into the library. Forwards and rules call the
+namespace once or more per op, and compat's Python wrappers cost 0.3-2 us a call
+(NumPy's ``sum`` goes through ``np.sum``'s dispatch, ``matrix_transpose`` through two
+wrappers and ``np.swapaxes``, ``broadcast_to`` through an ``nditer``; torch's binary
+functions fix type promotion in Python): a visible share of a small op.
 
-The namespaces are internal: ``xpgrad.array_namespace`` and the policy still hand
-users the compat modules (see :func:`xpgrad._dispatch.public_namespace`).
+What it promises (tests/test_fast_adapter.py checks each):
+
+* a replaced function gives what compat's gives (result type, 0-d NumPy scalars where
+  compat gives them, dtype, shape, values, read-only flag, memory sharing) or raises the
+  same error: it takes its direct path only where that is exactly what compat computes
+  (a plain ``ndarray`` or ``torch.Tensor``, no device, no extra keyword) and calls
+  compat's function otherwise;
+* on that path it runs no Python function but itself (the speed it is for);
+* every other attribute is compat's own object; a replacement is installed only when
+  compat's attribute is the object it was written against, so another array-api-compat
+  version keeps its own functions (:data:`OVERRIDES` lists the names replaced here);
+* it is internal: ``xpgrad.array_namespace``, ``Tensor.__array_namespace__``, the
+  policy and the bound namespaces hand users the compat module
+  (:func:`xpgrad._dispatch.public_namespace`); :attr:`FastAdapter.adapted` is it.
+
+What it is not: a stand-in for array-api-compat. It keeps compat's ``__name__``, because
+the library of a namespace is looked up by name (``array_api_compat.is_numpy_namespace``,
+xpgrad's own library lookups) and the library *is* NumPy's or torch's; its ``repr`` says
+that it is xpgrad's adapter. Importing it imports no optional backend: the torch adapter
+imports torch only when :func:`torch_adapter` is first called (on a torch array).
 """
 
 from __future__ import annotations
@@ -31,7 +44,7 @@ import numpy as _numpy
 from array_api_compat.common import _aliases as _common
 from array_api_compat.numpy import _aliases as _np_aliases
 
-__all__ = ["FastNamespace", "OVERRIDES", "numpy_namespace", "torch_namespace"]
+__all__ = ["OVERRIDES", "FastAdapter", "numpy_adapter", "torch_adapter"]
 
 np: Any = _numpy  # (NumPy's stubs type the ufunc reductions by overloads that Any arguments miss)
 _cnp: Any = _compat_numpy  # (its names come from a runtime copy of NumPy's: Any for the type checker)
@@ -45,24 +58,26 @@ _NUMERIC = frozenset("biufc")
 _smallest = builtins.min  # (this module defines its own min)
 
 
-class FastNamespace(types.ModuleType):
-    """A module-like namespace: the base namespace's attributes, a few of them replaced.
+class FastAdapter(types.ModuleType):
+    """The fast-path adapter over one array-api-compat namespace (:attr:`adapted`).
 
-    ``__name__`` is the base's (``array_api_compat.is_numpy_namespace`` and
-    xpgrad's library lookups go by name); attributes missing from the copy are
-    looked up on the base.
+    A module-like object holding every attribute of :attr:`adapted`, with the functions
+    of :data:`OVERRIDES` (NumPy) or :func:`_torch_overrides` (torch) replaced; attributes
+    missing from the copy are looked up on :attr:`adapted`. ``__name__`` is the adapted
+    namespace's, so that a lookup of its library by name finds NumPy or torch.
     """
 
-    __xpgrad_base__: types.ModuleType
+    #: the array-api-compat namespace this adapts (what users are handed instead)
+    adapted: types.ModuleType
 
     def __getattr__(self, name: str) -> Any:
-        base = self.__dict__.get("__xpgrad_base__")
+        base = self.__dict__.get("adapted")
         if base is None:
             raise AttributeError(name)
         return getattr(base, name)
 
     def __repr__(self) -> str:
-        return f"<namespace {self.__name__!r} (xpgrad's fast paths)>"
+        return f"<xpgrad's fast-path adapter over {self.__name__!r}>"
 
 
 # ---------------------------------------------------------------- reductions
@@ -233,23 +248,23 @@ _CANDIDATES: dict[str, tuple[Callable[..., Any], Callable[[Any], bool]]] = {
 OVERRIDES: tuple[str, ...] = tuple(n for n, (_, ok) in _CANDIDATES.items() if ok(getattr(_cnp, n, None)))
 
 _KEEP_DUNDERS = ("__array_api_version__", "__array_namespace_info__", "__all__", "__dir__")
-_NS: dict[str, FastNamespace] = {}
+_NS: dict[str, FastAdapter] = {}
 
 
-def _namespace(base: Any, overrides: dict[str, Callable[..., Any]]) -> FastNamespace:
-    ns = FastNamespace(base.__name__, base.__doc__)
+def _adapter(base: Any, overrides: dict[str, Callable[..., Any]]) -> FastAdapter:
+    ns = FastAdapter(base.__name__, base.__doc__)
     attrs = {k: v for k, v in vars(base).items() if not k.startswith("__") or k in _KEEP_DUNDERS}
     attrs.update(overrides)
     ns.__dict__.update(attrs)
-    ns.__dict__["__xpgrad_base__"] = base
+    ns.__dict__["adapted"] = base
     return ns
 
 
-def numpy_namespace() -> FastNamespace:
-    """The fast namespace over ``array_api_compat.numpy`` (one per process)."""
+def numpy_adapter() -> FastAdapter:
+    """The fast-path adapter over ``array_api_compat.numpy`` (one per process)."""
     ns = _NS.get("numpy")
     if ns is None:
-        ns = _NS["numpy"] = _namespace(_cnp, {n: _CANDIDATES[n][0] for n in OVERRIDES})
+        ns = _NS["numpy"] = _adapter(_cnp, {n: _CANDIDATES[n][0] for n in OVERRIDES})
     return ns
 
 
@@ -317,12 +332,12 @@ def _torch_overrides(ct: Any) -> dict[str, Callable[..., Any]]:
     return out
 
 
-def torch_namespace() -> FastNamespace:
-    """The fast namespace over ``array_api_compat.torch`` (imports torch; one per process)."""
+def torch_adapter() -> FastAdapter:
+    """The fast-path adapter over ``array_api_compat.torch`` (imports torch; one per process)."""
     ns = _NS.get("torch")
     if ns is None:
         import array_api_compat.torch as ct
 
-        ns = _NS["torch"] = _namespace(ct, _torch_overrides(ct))
+        ns = _NS["torch"] = _adapter(ct, _torch_overrides(ct))
     return ns
 

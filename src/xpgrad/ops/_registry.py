@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from ..autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, Primitive, apply, apply1, apply2, primitive
-from ._common import conj, jvp_from_vjp, promoting, scale
+from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale
 
 __all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "subscribe"]
 
@@ -259,43 +259,78 @@ def _body_is_docstring(fn: Callable[..., Any]) -> bool:
     return code is not None and code.co_code == _empty.__code__.co_code
 
 
-def _generate(decl: Callable[..., Any], name: str, prim: Primitive) -> Callable[..., Any]:
+def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int | str | None = None,
+              params: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
     """The public function: ``decl``'s signature, docstring and module, calling ``prim``.
+
+    ``arrays``: how many leading positional parameters are the primitive's arguments
+    (None: all of them; ``"seq"``: the first parameter is a sequence of arrays, as in
+    ``concat``; ``"*"``: the ``*arrays`` parameter). The other parameters are passed to
+    the primitive as keywords, each through ``params[name]`` where given (``tuple``).
 
     Built as source and executed with the declaring module's globals (as ``dataclasses``
     builds ``__init__``): a plain function, as fast as a hand-written one, whose doctest
     ``--doctest-modules`` finds in that module.
     """
     sig = inspect.signature(decl)
+    norms = dict(params or {})
     parts: list[str] = []
     call: list[str] = []
-    kinds = [p.kind for p in sig.parameters.values()]
-    for p in sig.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
-            msg = f"registry: {name}: declarations take positional parameters only; got {p}"
-            raise XpgradTypeError(msg)
-        if not p.name.isidentifier() or keyword.iskeyword(p.name):
+    kw: list[str] = []
+    posonly = star = False
+    for i, p in enumerate(sig.parameters.values()):
+        if not p.name.isidentifier() or keyword.iskeyword(p.name) or p.name.startswith("_"):
             msg = f"registry: {name}: bad parameter name {p.name!r}"
             raise XpgradValueError(msg)
+        if p.kind is p.VAR_KEYWORD:
+            msg = f"registry: {name}: declarations take no **{p.name}"
+            raise XpgradTypeError(msg)
+        if posonly and p.kind is not p.POSITIONAL_ONLY:
+            parts.append("/")
+            posonly = False
+        if p.kind is p.POSITIONAL_ONLY:
+            posonly = True
+        if p.kind is p.VAR_POSITIONAL:
+            if arrays != "*":
+                msg = f"registry: {name}: *{p.name} needs arrays='*'"
+                raise XpgradTypeError(msg)
+            parts.append(f"*{p.name}")
+            call.append(f"*{p.name}")
+            star = True
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
         parts.append(p.name)
-        call.append(p.name)
-    n_posonly = kinds.count(inspect.Parameter.POSITIONAL_ONLY)
-    if n_posonly:
-        parts.insert(n_posonly, "/")
-    if len(call) == 1:
-        body = f"_apply1(_prim, {call[0]}, _NOKW)"
-    elif len(call) == 2:
-        body = f"_apply2(_prim, {call[0]}, {call[1]}, _NOKW)"
+        is_array = (arrays is None or (isinstance(arrays, int) and i < arrays)) and p.kind is not p.KEYWORD_ONLY
+        if arrays == "seq" and i == 0:
+            call.append(f"*{p.name}")
+        elif is_array:
+            call.append(p.name)
+        else:
+            kw.append(f"{p.name!r}: " + (f"_norm[{p.name!r}]({p.name})" if p.name in norms else p.name))
+    if posonly:
+        parts.append("/")
+    unknown = set(norms) - set(sig.parameters)
+    if unknown:
+        msg = f"registry: {name}: params= names {sorted(unknown)}, which are not parameters"
+        raise XpgradTypeError(msg)
+    kwd = "{" + ", ".join(kw) + "}" if kw else "_NOKW"
+    if len(call) == 1 and not call[0].startswith("*"):
+        body = f"_apply1(_prim, {call[0]}, {kwd})"
+    elif len(call) == 2 and not any(c.startswith("*") for c in call):
+        body = f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"
     else:
-        body = f"_apply(_prim, ({', '.join(call)},), _NOKW)"
-    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW):\n"
+        body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
+    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW, _norm):\n"
            f"    def {decl.__name__}({', '.join(parts)}):\n"
            f"        return {body}\n"
            f"    return {decl.__name__}\n")
     scope: dict[str, Any] = {}
     exec(compile(src, f"<xpgrad registry: {name}>", "exec"), decl.__globals__, scope)
-    fn: Any = scope["_make"](prim, apply, apply1, apply2, {})
+    fn: Any = scope["_make"](prim, apply, apply1, apply2, {}, norms)
     fn.__defaults__ = decl.__defaults__
+    fn.__kwdefaults__ = decl.__kwdefaults__
     fn.__doc__ = decl.__doc__
     fn.__annotations__ = decl.__annotations__
     fn.__module__ = decl.__module__
@@ -398,17 +433,7 @@ class Chapter:
         """
 
         def register(decl: F) -> F:
-            name = self.prefix + decl.__name__
-            what = f"registry: {name}"
-            if not _body_is_docstring(decl):
-                msg = f"{what}: the body of a declaration is its docstring (the registry writes the function)"
-                raise XpgradTypeError(msg)
-            if "Examples:" not in (decl.__doc__ or ""):
-                msg = f"{what}: the docstring needs an Examples: section with a doctest"
-                raise XpgradValueError(msg)
-            if name in REGISTRY or name in PRIMITIVES:
-                msg = f"{what}: an operation named {name!r} is already registered"
-                raise XpgradValueError(msg)
+            name, what = self._check(decl)
             args = tuple(inspect.signature(decl).parameters)
             n = len(args)
             vjps, jvps, saves, ans_read = _rules(what, args, d, vjp, jvp, nondiff or zero_grad)
@@ -429,14 +454,102 @@ class Chapter:
             entry = Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch="pointwise",
                        test=(Inputs() if diff else None) if test is _DEFAULT else test, fuzz=fuzz, module=self.module,
                        d=None if d is None else (d if isinstance(d, tuple) else (d,)))
-            REGISTRY[name] = entry
-            self._names.append(decl.__name__)
-            _install(entry, declared_in=decl.__module__)
-            for added, _ in _LISTENERS:
-                added(entry)
+            self._enter(entry, decl)
             return public  # type: ignore[return-value]
 
         return register
+
+    def function(
+        self,
+        *,
+        fwd: Callable[..., Any],
+        vjp: Sequence[Any] | None = None,
+        jvp: Sequence[Any] | str | None = None,
+        vjp_rest: Any = None,
+        jvp_rest: Any = None,
+        arrays: int | str = 1,
+        params: dict[str, Callable[[Any], Any]] | None = None,
+        save: tuple[int, ...] | None = None,
+        save_ans: bool = False,
+        nondiff: bool = False,
+        zero_grad: bool = False,
+        view: bool = False,
+        multi: bool = False,
+        check_dtype: bool = False,
+        chapter: str | None = None,
+        fuzz: str | tuple[str, str] | None = None,
+    ) -> Callable[[F], F]:
+        """Declare any other operation: its forward and rules given as they are.
+
+        Args:
+            fwd: the forward ``fwd(xp, *arrays, **params)``.
+            vjp: one VJP rule per array argument (``rule(xp, g, ans, *arrays, **params)``,
+                None: not differentiable there); ``vjp_rest`` for variadic ones beyond.
+            jvp: the JVP rules (see :meth:`xpgrad.autograd._core.Primitive.defjvp`);
+                ``jvp_rest`` likewise. ``"linear"``: linear in argument 0, the JVP is the
+                function of the tangent; ``"joint_linear"``: linear in all its arrays
+                together (:func:`~xpgrad.ops._common.linear_jvp`, ``joint_linear_jvp``).
+            arrays: how many leading positional parameters are array arguments;
+                ``"seq"``: the first is a sequence of them (``concat``); ``"*"``: the
+                ``*arrays`` parameter. The others reach ``fwd`` and the rules as keywords.
+            params: per parameter, what it goes through first (``{"shape": tuple}``).
+            save, save_ans, nondiff, zero_grad, view, multi, check_dtype: as for
+                :class:`~xpgrad.autograd._core.Primitive`.
+            chapter: the standard's chapter where it differs from the module's.
+            fuzz: the differential fuzzer's template (see :class:`Op`).
+
+        Its batching rule is written in ``xpgrad._vmap_rules`` under the primitive's name,
+        its rule tests in ``tests/cases/<chapter>.py`` (the parameters need strategies).
+
+        Examples:
+            >>> from xpgrad.ops._registry import REGISTRY
+            >>> REGISTRY["flip"].prim.view, REGISTRY["flip"].batch
+            (True, None)
+        """
+
+        def register(decl: F) -> F:
+            name, _ = self._check(decl)
+            prim = primitive(name, fwd, save=save, save_ans=save_ans, nondiff=nondiff, zero_grad=zero_grad, view=view,
+                             multi=multi, check_dtype=check_dtype, chapter=chapter or self.chapter)
+            if vjp is not None or vjp_rest is not None:
+                prim.defvjp(*(vjp or ()), rest=vjp_rest)
+            if jvp == "linear":
+                prim.defjvp(linear_jvp(prim))
+            elif jvp == "joint_linear":
+                prim.defjvp(rest=joint_linear_jvp(prim))
+            elif isinstance(jvp, str):
+                msg = f"registry: {name}: jvp= is rules, 'linear' or 'joint_linear'; got {jvp!r}"
+                raise XpgradValueError(msg)
+            elif jvp is not None or jvp_rest is not None:
+                prim.defjvp(*(jvp or ()), rest=jvp_rest)
+            public = _generate(decl, name, prim, arrays, params)
+            n = -1 if isinstance(arrays, str) else arrays
+            self._enter(Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch=None,
+                           test=None, fuzz=fuzz, module=self.module), decl)
+            return public  # type: ignore[return-value]
+
+        return register
+
+    def _check(self, decl: Callable[..., Any]) -> tuple[str, str]:
+        name = self.prefix + decl.__name__
+        what = f"registry: {name}"
+        if not _body_is_docstring(decl):
+            msg = f"{what}: the body of a declaration is its docstring (the registry writes the function)"
+            raise XpgradTypeError(msg)
+        if "Examples:" not in (decl.__doc__ or ""):
+            msg = f"{what}: the docstring needs an Examples: section with a doctest"
+            raise XpgradValueError(msg)
+        if name in REGISTRY or name in PRIMITIVES:
+            msg = f"{what}: an operation named {name!r} is already registered"
+            raise XpgradValueError(msg)
+        return name, what
+
+    def _enter(self, entry: Op, decl: Callable[..., Any]) -> None:
+        REGISTRY[entry.name] = entry
+        self._names.append(decl.__name__)
+        _install(entry, declared_in=decl.__module__)
+        for added, _ in _LISTENERS:
+            added(entry)
 
 
 def _rules(what: str, args: tuple[str, ...], d: Any, vjp: Sequence[Any] | None, jvp: Sequence[Any] | None,

@@ -22,6 +22,7 @@ from .._dispatch import _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
+from ._registry import Chapter
 from .indexing import scatter_add, source_index
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 _C = "manipulation"
+op = Chapter(_C, module=__name__)
 
 
 def _ax(axis: int, ndim: int) -> int:
@@ -293,11 +295,8 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
     return apply(_moveaxis, (x,), {"source": source, "destination": destination})
 
 
-_flip = primitive("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), save=(), view=True, chapter=_C)
-_flip.defvjp(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis))
-_flip.defjvp(linear_jvp(_flip))
-
-
+@op.function(fwd=lambda xp, x, *, axis=None: xp.flip(x, axis=axis), vjp=(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis),),
+             jvp="linear", save=(), view=True)
 def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
     """Reverse the order of the elements along ``axis`` (all axes by default).
 
@@ -306,7 +305,6 @@ def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
         >>> xg.flip(xg.asarray([1.0, 2.0, 3.0]))
         Tensor([3., 2., 1.], dtype=float64, device=cpu)
     """
-    return apply(_flip, (x,), {"axis": axis})
 
 
 def _neg_shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:

@@ -135,7 +135,9 @@ def test_users_are_handed_compat_never_the_adapter() -> None:
 
 
 def _python_calls(fn: Callable[[], Any]) -> list[str]:
-    """The Python functions (not C ones) that run during ``fn()``, as ``module:name``, in order."""
+    """The Python functions (not C ones) that run during ``fn()``, as ``module:name``, in order
+    (with the garbage collector off: its callbacks, hypothesis' and JAX's, are Python too)."""
+    import gc
     import sys
 
     names: list[str] = []
@@ -144,11 +146,15 @@ def _python_calls(fn: Callable[[], Any]) -> list[str]:
         if event == "call":
             names.append(f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}")
 
+    enabled = gc.isenabled()
+    gc.disable()
     sys.setprofile(prof)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        if enabled:
+            gc.enable()
     return names[1:]  # (the first is fn itself)
 
 

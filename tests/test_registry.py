@@ -257,3 +257,48 @@ def test_the_pointwise_special_functions_are_registry_entries() -> None:
     case = next(c for c in registry_cases() if c.name == "special.rel_entr")
     a, b = torch.tensor([0.5, 2.0], dtype=torch.float64), torch.tensor([0.25, 1.0], dtype=torch.float64)
     np.testing.assert_allclose(case.torch_fn(torch, a, b).numpy(), xg.special.rel_entr(a.numpy(), b.numpy()).numpy())
+
+
+# (view, multi, save) of each manipulation entry's primitive, as they were when hand-written
+_MANIPULATION = {
+    "broadcast_to": (True, False, ()), "concat": (True, False, ()), "expand_dims": (True, False, ()), "flip": (True, False, ()),
+    "moveaxis": (True, False, ()), "permute_dims": (True, False, ()), "repeat": (True, False, (1,)), "reshape": (True, False, ()),
+    "roll": (False, False, ()), "squeeze": (True, False, ()), "stack": (False, False, ()), "tile": (True, False, ()),
+    "unstack": (True, True, ()),
+}
+
+
+def test_manipulation_entries_keep_their_declarations() -> None:
+    """The manipulation functions are entries of their chapter under their own names (the
+    batching rules are keyed by them), their generated functions have the declared
+    signature (positional-only markers, keyword-only ones, defaults) and call the
+    primitive the hand-written ones called; broadcast_arrays and broadcast_shapes stay
+    hand-written."""
+    import inspect
+
+    from xpgrad.ops import manipulation
+
+    for n, (view, multi, save) in _MANIPULATION.items():
+        op = REGISTRY[n]
+        assert (op.chapter, op.prim.name, op.module, op.batch, op.test) == ("manipulation", n, "xpgrad.ops.manipulation", None, None), n
+        assert op.fn is getattr(manipulation, n) is getattr(xg, n) and PRIMITIVES[n] is op.prim, n
+        assert inspect.signature(op.fn, follow_wrapped=False) == inspect.signature(op.fn.__wrapped__), n
+        assert (op.prim.view, op.prim.multi, op.prim.save) == (view, multi, save), n
+        assert n in RULES, n
+        # a view or multi-output primitive is applied directly (apply1/apply2 would pass it on)
+        assert ("_apply" in op.fn.__code__.co_freevars) == (view or multi or n == "stack"), n
+    assert REGISTRY["repeat"].prim.vjp_rule(1) is None and REGISTRY["repeat"].prim.jvp_rule(1) is None  # integer counts
+    assert sorted(manipulation.__all__) == sorted([*_MANIPULATION, "broadcast_arrays", "broadcast_shapes"])
+    assert "broadcast_arrays" not in REGISTRY and "broadcast_shapes" not in REGISTRY
+    # the params= normalisers: sequences become tuples, a bad reshape shape is refused naming reshape
+    x = xg.asarray(np.arange(6.0))
+    np.testing.assert_array_equal(xg.reshape(x, [2, 3]).numpy(), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(xg.roll(xg.reshape(x, (2, 3)), [1, 1], axis=(0, 1)).numpy(),
+                                  np.roll(np.arange(6.0).reshape(2, 3), (1, 1), axis=(0, 1)))
+    np.testing.assert_array_equal(xg.tile(x, [2]).numpy(), np.tile(np.arange(6.0), 2))
+    assert xg.permute_dims(xg.reshape(x, (2, 3)), [1, 0]).shape == (3, 2)
+    assert xg.broadcast_to(x, [2, 6]).shape == (2, 6)
+    with pytest.raises(xg.XpgradTypeError, match=r"reshape: shape must be a tuple of ints, got \[2, 'a'\]"):
+        xg.reshape(x, [2, "a"])
+    with pytest.raises(xg.XpgradValueError, match=r"reshape: cannot reshape a tensor of shape \(6,\)"):
+        xg.reshape(x, (4, 2))

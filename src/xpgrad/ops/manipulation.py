@@ -6,7 +6,10 @@ join, sum the copies of a repetition. Variadic functions (``concat``, ``stack``,
 ``broadcast_arrays``) pass their arrays as positional arguments of the primitive
 and share one ``rest`` rule; multi-output ones (``unstack``, ``broadcast_arrays``)
 get a tuple of upstream gradients with None for outputs that received none.
-Also here: the ``to_device`` primitive behind :meth:`xpgrad.Tensor.to_device`.
+Each function is a registry entry (``@op.function``, see :mod:`xpgrad.ops._registry`)
+but ``broadcast_arrays`` (a boolean or integer array among them is broadcast alone)
+and ``broadcast_shapes`` (on shape tuples); their batching rules are in
+``xpgrad._vmap_rules.manipulation``. Also here: the ``to_device`` primitive behind :meth:`xpgrad.Tensor.to_device`.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ __all__ = [
 ]
 
 _C = "manipulation"
-op = Chapter(_C, module=__name__)
+#: broadcast_arrays (a dtype dispatch) and broadcast_shapes (on shape tuples) are written by hand
+op = Chapter(_C, module=__name__, extra=("broadcast_arrays", "broadcast_shapes"))
 
 
 def _ax(axis: int, ndim: int) -> int:
@@ -78,13 +82,9 @@ def _reshaped(xp: Any, x: Any, shape: tuple[int, ...], copy: bool | None = None)
 
 
 # ---------------------------------------------------------------- broadcasting
-_broadcast_to = primitive(
-    "broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape), save=(), view=True, chapter=_C
-)
-_broadcast_to.defvjp(lambda xp, g, ans, x, **kw: g)  # the engine sums the broadcast axes
-_broadcast_to.defjvp(linear_jvp(_broadcast_to))
-
-
+# (the VJP: the engine sums the broadcast axes)
+@op.function(fwd=lambda xp, x, *, shape: xp.broadcast_to(x, shape), vjp=(lambda xp, g, ans, x, **kw: g,), jvp="linear",
+             params={"shape": tuple}, save=(), view=True)
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
     """Broadcast ``x`` to ``shape``.
 
@@ -94,7 +94,6 @@ def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
         Tensor([[1., 2.],
                 [1., 2.]], dtype=float64, device=cpu)
     """
-    return apply(_broadcast_to, (x,), {"shape": tuple(shape)})
 
 
 _broadcast_arrays = primitive(
@@ -163,11 +162,12 @@ def _reshape_fwd(xp: Any, x: Any, *, shape: tuple[int, ...], copy: bool | None =
         raise
 
 
-_reshape = primitive("reshape", _reshape_fwd, save=(), view=True, chapter=_C)
-_reshape.defvjp(_reshape_back)
-_reshape.defjvp(linear_jvp(_reshape))
+def _shape(shape: Any) -> tuple[int, ...]:
+    """``reshape``'s shape: a tuple as is, anything else checked (a list, ints of another type)."""
+    return shape if type(shape) is tuple else _check_reshape((None,), shape)
 
 
+@op.function(fwd=_reshape_fwd, vjp=(_reshape_back,), jvp="linear", params={"shape": _shape}, save=(), view=True)
 def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Array:
     """Give ``x`` a new shape (one size may be -1) without changing its data.
 
@@ -177,9 +177,6 @@ def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) ->
         Tensor([[1., 2.],
                 [3., 4.]], dtype=float64, device=cpu)
     """
-    if type(shape) is not tuple:  # a list, or ints of another type: checked where it is not a tuple
-        shape = _check_reshape((None,), shape)
-    return apply(_reshape, (x,), {"shape": shape, "copy": copy})
 
 
 def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
@@ -211,13 +208,7 @@ def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
     return new
 
 
-_expand_dims = primitive(
-    "expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), save=(), view=True, chapter=_C
-)
-_expand_dims.defvjp(_reshape_back)
-_expand_dims.defjvp(linear_jvp(_expand_dims))
-
-
+@op.function(fwd=lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), vjp=(_reshape_back,), jvp="linear", save=(), view=True)
 def expand_dims(x: Array, /, axis: int) -> Array:
     """Insert an axis of size one at position ``axis``.
 
@@ -226,14 +217,9 @@ def expand_dims(x: Array, /, axis: int) -> Array:
         >>> xg.expand_dims(xg.asarray([1.0, 2.0]), axis=0).shape
         (1, 2)
     """
-    return apply(_expand_dims, (x,), {"axis": axis})
 
 
-_squeeze = primitive("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), save=(), view=True, chapter=_C)
-_squeeze.defvjp(_reshape_back)
-_squeeze.defjvp(linear_jvp(_squeeze))
-
-
+@op.function(fwd=lambda xp, x, *, axis: xp.squeeze(x, axis=axis), vjp=(_reshape_back,), jvp="linear", save=(), view=True)
 def squeeze(x: Array, /, axis: int | tuple[int, ...]) -> Array:
     """Remove the axes ``axis``, each of size one.
 
@@ -242,7 +228,6 @@ def squeeze(x: Array, /, axis: int | tuple[int, ...]) -> Array:
         >>> xg.squeeze(xg.asarray([[1.0, 2.0]]), axis=0)
         Tensor([1., 2.], dtype=float64, device=cpu)
     """
-    return apply(_squeeze, (x,), {"axis": axis})
 
 
 # ---------------------------------------------------------------- axes
@@ -254,13 +239,9 @@ def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-_permute_dims = primitive(
-    "permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes), save=(), view=True, chapter=_C
-)
-_permute_dims.defvjp(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)))
-_permute_dims.defjvp(linear_jvp(_permute_dims))
-
-
+@op.function(fwd=lambda xp, x, *, axes: xp.permute_dims(x, axes),
+             vjp=(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)),), jvp="linear",
+             params={"axes": tuple}, save=(), view=True)
 def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
     """Permute the axes of ``x``: output axis i is input axis ``axes[i]``.
 
@@ -270,20 +251,11 @@ def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
         Tensor([[1.],
                 [2.]], dtype=float64, device=cpu)
     """
-    return apply(_permute_dims, (x,), {"axes": tuple(axes)})
 
 
-_moveaxis = primitive(
-    "moveaxis",
-    lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
-    save=(),
-    view=True,
-    chapter=_C,
-)
-_moveaxis.defvjp(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source))
-_moveaxis.defjvp(linear_jvp(_moveaxis))
-
-
+@op.function(fwd=lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
+             vjp=(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source),), jvp="linear",
+             save=(), view=True)
 def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[int, ...], /) -> Array:
     """Move the axes ``source`` to the positions ``destination``; the others keep their order.
 
@@ -292,7 +264,6 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
         >>> xg.moveaxis(xg.reshape(xg.asarray([1.0] * 6), (1, 2, 3)), 0, -1).shape
         (2, 3, 1)
     """
-    return apply(_moveaxis, (x,), {"source": source, "destination": destination})
 
 
 @op.function(fwd=lambda xp, x, *, axis=None: xp.flip(x, axis=axis), vjp=(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis),),
@@ -311,11 +282,14 @@ def _neg_shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
     return -shift if isinstance(shift, int) else tuple(-s for s in shift)
 
 
-_roll = primitive("roll", lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis), save=(), chapter=_C)
-_roll.defvjp(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis))
-_roll.defjvp(linear_jvp(_roll))
+def _shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
+    """``roll``'s shift: an int, or a tuple of them."""
+    return shift if isinstance(shift, int) else tuple(shift)
 
 
+@op.function(fwd=lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis),
+             vjp=(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis),), jvp="linear",
+             params={"shift": _shift}, save=())
 def roll(x: Array, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ...] | None = None) -> Array:
     """Shift the elements along ``axis`` (of the flattened array by default), wrapping around.
 
@@ -324,7 +298,6 @@ def roll(x: Array, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ..
         >>> xg.roll(xg.asarray([1.0, 2.0, 3.0]), 1)
         Tensor([3., 1., 2.], dtype=float64, device=cpu)
     """
-    return apply(_roll, (x,), {"shift": shift if isinstance(shift, int) else tuple(shift), "axis": axis})
 
 
 # ---------------------------------------------------------------- joining and splitting
@@ -346,11 +319,8 @@ def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 
 
 
 # (view: Dask's concat of one non-empty array and empty ones is that array itself)
-_concat = primitive("concat", lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), save=(), view=True, chapter=_C)
-_concat.defvjp(rest=_concat_vjp)
-_concat.defjvp(rest=joint_linear_jvp(_concat))
-
-
+@op.function(fwd=lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), vjp_rest=_concat_vjp, jvp="joint_linear", arrays="seq",
+             save=(), view=True)
 def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) -> Array:
     """Join the arrays along an existing axis (after flattening them when ``axis`` is None).
 
@@ -359,14 +329,11 @@ def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) 
         >>> xg.concat([xg.asarray([1.0]), xg.asarray([2.0, 3.0])])
         Tensor([1., 2., 3.], dtype=float64, device=cpu)
     """
-    return apply(_concat, tuple(arrays), {"axis": axis})
 
 
-_stack = primitive("stack", lambda xp, *xs, axis=0: xp.stack(xs, axis=axis), save=(), chapter=_C)
-_stack.defvjp(rest=lambda xp, g, ans, i, *xs, axis=0: g[_along(_ax(axis, g.ndim), i)])
-_stack.defjvp(rest=joint_linear_jvp(_stack))
-
-
+@op.function(fwd=lambda xp, *xs, axis=0: xp.stack(xs, axis=axis),
+             vjp_rest=lambda xp, g, ans, i, *xs, axis=0: g[_along(_ax(axis, g.ndim), i)], jvp="joint_linear", arrays="seq",
+             save=())
 def stack(arrays: tuple[Array, ...] | list[Array], /, *, axis: int = 0) -> Array:
     """Join arrays of one shape along a new axis.
 
@@ -376,7 +343,6 @@ def stack(arrays: tuple[Array, ...] | list[Array], /, *, axis: int = 0) -> Array
         Tensor([[1., 3.],
                 [2., 4.]], dtype=float64, device=cpu)
     """
-    return apply(_stack, tuple(arrays), {"axis": axis})
 
 
 def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
@@ -388,13 +354,8 @@ def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
     return xp.stack(gs, axis=axis)
 
 
-_unstack = primitive(
-    "unstack", lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), save=(), multi=True, view=True, chapter=_C
-)
-_unstack.defvjp(_unstack_vjp)
-_unstack.defjvp(linear_jvp(_unstack))
-
-
+@op.function(fwd=lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), vjp=(_unstack_vjp,), jvp="linear", save=(),
+             multi=True, view=True)
 def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
     """Split ``x`` along ``axis`` into a tuple of arrays with that axis removed.
 
@@ -403,7 +364,6 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
         >>> xg.unstack(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=1)
         (Tensor([1., 3.], dtype=float64, device=cpu), Tensor([2., 4.], dtype=float64, device=cpu))
     """
-    return apply(_unstack, (x,), {"axis": axis})
 
 
 # ---------------------------------------------------------------- repetition
@@ -431,12 +391,8 @@ def _repeat_fwd(xp: Any, x: Any, repeats: Any, *, axis: int | None = None) -> An
     return xp.repeat(x, repeats, axis=axis)
 
 
-# (view: one repetition is the input itself on Dask, as a tile by ones is)
-_repeat = primitive("repeat", _repeat_fwd, save=(1,), view=True, chapter=_C)
-_repeat.defvjp(_repeat_vjp, None)
-_repeat.defjvp(linear_jvp(_repeat), None)
-
-
+# (view: one repetition is the input itself on Dask, as a tile by ones is; the integer counts: no gradient)
+@op.function(fwd=_repeat_fwd, vjp=(_repeat_vjp, None), jvp="linear", arrays=2, save=(1,), view=True)
 def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Array:
     """Repeat each element ``repeats`` times (an int, or one count per element) along ``axis``.
 
@@ -449,7 +405,6 @@ def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Arr
         >>> xg.repeat(xg.asarray([1.0, 2.0]), xg.asarray([1, 3]), axis=0)
         Tensor([1., 2., 2., 2.], dtype=float64, device=cpu)
     """
-    return apply(_repeat, (x, repeats), {"axis": axis})
 
 
 def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]) -> Any:
@@ -463,11 +418,8 @@ def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]
     return xp.reshape(total, shape)
 
 
-_tile = primitive("tile", lambda xp, x, *, repetitions: xp.tile(x, repetitions), save=(), view=True, chapter=_C)
-_tile.defvjp(_tile_vjp)
-_tile.defjvp(linear_jvp(_tile))
-
-
+@op.function(fwd=lambda xp, x, *, repetitions: xp.tile(x, repetitions), vjp=(_tile_vjp,), jvp="linear",
+             params={"repetitions": tuple}, save=(), view=True)
 def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
     """Repeat the whole array ``repetitions[i]`` times along each axis i.
 
@@ -476,7 +428,6 @@ def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
         >>> xg.tile(xg.asarray([1.0, 2.0]), (2,))
         Tensor([1., 2., 1., 2.], dtype=float64, device=cpu)
     """
-    return apply(_tile, (x,), {"repetitions": tuple(repetitions)})
 
 
 # ---------------------------------------------------------------- devices
@@ -495,3 +446,5 @@ _to_device = primitive(
 )
 _to_device.defvjp(_to_device_vjp)
 _to_device.defjvp(linear_jvp(_to_device))
+
+op.check_all(__all__)

@@ -302,3 +302,63 @@ def test_manipulation_entries_keep_their_declarations() -> None:
         xg.reshape(x, [2, "a"])
     with pytest.raises(xg.XpgradValueError, match=r"reshape: cannot reshape a tensor of shape \(6,\)"):
         xg.reshape(x, (4, 2))
+
+# statistical, utility, searching, sorting, set: the pass-through functions are entries,
+# the hand-written rest is listed as such
+_STATS_ENTRIES = {
+    "statistical": ["sum", "prod", "mean", "var", "max", "min"],
+    "utility": ["all", "any"],
+    "searching": ["argmax", "argmin", "count_nonzero", "nonzero"],
+    "sorting": ["argsort"],
+    "set": ["isin", "unique_values"],
+}
+_STATS_HAND = {
+    "statistical": ["std", "cumulative_sum", "cumulative_prod"],
+    "utility": ["diff"],
+    "searching": ["searchsorted"],
+    "sorting": ["sort"],
+    "set": ["unique_all", "unique_counts", "unique_inverse"],
+}
+
+
+def test_statistical_utility_searching_sorting_set_entries_keep_their_declarations() -> None:
+    """Each converted name is an entry of its chapter whose primitive has the same name,
+    in xpgrad's namespace; the generated function has the declared signature (positional-
+    only ``x``, keyword-only parameters and defaults) and reaches the primitive with the
+    keywords the hand-written one passed. The hand-written functions are not entries."""
+    import inspect
+
+    from xpgrad.autograd._batched import UNBATCHABLE
+
+    for chapter, names in _STATS_ENTRIES.items():
+        for n in names:
+            op = REGISTRY[n]
+            assert (op.chapter, op.prim.name, op.prim.chapter, op.batch) == (chapter, n, chapter, None), n
+            assert op.fn is getattr(xg, n) and op.prim is PRIMITIVES[n], n
+            assert op.fn.__wrapped__.__code__.co_code != op.fn.__code__.co_code, n  # generated, not the declaration
+            assert inspect.signature(op.fn) == inspect.signature(op.fn.__wrapped__), n
+            # the hand-written batching rule (nonzero, unique_values: a refusal) is found by the primitive's name
+            assert n in (UNBATCHABLE if n in ("nonzero", "unique_values") else RULES), n
+        module = op.module
+        assert set(names) | set(_STATS_HAND[chapter]) == set(__import__(module, fromlist=["_"]).__all__), chapter
+        for n in _STATS_HAND[chapter]:
+            assert n not in REGISTRY and getattr(xg, n).__module__ == module, n
+    # the generated bodies (what the primitives receive), on the declared signatures
+    sig = inspect.signature(xg.sum)
+    assert [(p.name, p.kind.name, p.default) for p in sig.parameters.values()] == [
+        ("x", "POSITIONAL_ONLY", inspect.Parameter.empty), ("axis", "KEYWORD_ONLY", None),
+        ("dtype", "KEYWORD_ONLY", None), ("keepdims", "KEYWORD_ONLY", False)]
+    assert str(inspect.signature(xg.isin)) == "(x1: 'Array | int', x2: 'Array | int', /, *, invert: 'bool' = False) -> 'Array'"
+    assert str(inspect.signature(xg.argsort)) == (
+        "(x: 'Array', /, *, axis: 'int' = -1, descending: 'bool' = False, stable: 'bool' = True) -> 'Array'")
+    x = xg.asarray([[3.0, 1.0], [2.0, 2.0]])
+    np.testing.assert_array_equal(xg.sum(x, axis=1, keepdims=True).numpy(), [[4.0], [4.0]])
+    np.testing.assert_array_equal(xg.argsort(x, axis=0, descending=True).numpy(), [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(xg.isin(xg.asarray([1, 2]), xg.asarray([2]), invert=True).numpy(), [True, False])
+    (i, j) = xg.nonzero(xg.asarray([[0, 1], [1, 0]]))
+    np.testing.assert_array_equal(i.numpy(), [0, 1])
+    np.testing.assert_array_equal(j.numpy(), [1, 0])
+    with pytest.raises(TypeError):
+        xg.sum(x, 0)  # axis is keyword-only, as declared
+    with pytest.raises(TypeError):
+        xg.argmax(x=x)  # x is positional-only

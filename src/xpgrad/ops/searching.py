@@ -9,16 +9,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ._common import Array, apply, primitive
+from ._registry import Chapter
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted"]
 
 _C = "searching"
-
-_argmax = primitive("argmax", lambda xp, x, **kw: xp.argmax(x, **kw), nondiff=True, chapter=_C)
-_argmin = primitive("argmin", lambda xp, x, **kw: xp.argmin(x, **kw), nondiff=True, chapter=_C)
-_count_nonzero = primitive("count_nonzero", lambda xp, x, **kw: xp.count_nonzero(x, **kw), nondiff=True,
-                           chapter=_C)
-_nonzero = primitive("nonzero", lambda xp, x: tuple(xp.nonzero(x)), nondiff=True, multi=True, chapter=_C)
+# searchsorted passes sorter, when given, as a third array argument: written by hand
+op = Chapter(_C, module=__name__, extra=("searchsorted",))
 
 
 def _searchsorted_fwd(xp: Any, x1: Any, x2: Any, *sorter: Any, side: str) -> Any:
@@ -28,6 +25,7 @@ def _searchsorted_fwd(xp: Any, x1: Any, x2: Any, *sorter: Any, side: str) -> Any
 _searchsorted = primitive("searchsorted", _searchsorted_fwd, nondiff=True, chapter=_C)
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.argmax(x, **kw), nondiff=True)
 def argmax(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
     """Index of the largest element along ``axis`` (of the flattened array by default).
 
@@ -38,9 +36,9 @@ def argmax(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> A
         >>> xg.argmax(xg.asarray([[1.0, 5.0], [7.0, 2.0]]), axis=1)
         Tensor([1, 0], dtype=int64, device=cpu)
     """
-    return apply(_argmax, (x,), {"axis": axis, "keepdims": keepdims})
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.argmin(x, **kw), nondiff=True)
 def argmin(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
     """Index of the smallest element along ``axis`` (of the flattened array by default).
 
@@ -51,9 +49,9 @@ def argmin(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> A
         >>> xg.argmin(xg.asarray([3.0, 1.0, 1.0]))
         Tensor(1, dtype=int64, device=cpu)
     """
-    return apply(_argmin, (x,), {"axis": axis, "keepdims": keepdims})
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.count_nonzero(x, **kw), nondiff=True)
 def count_nonzero(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
     """Number of nonzero elements over ``axis`` (all axes by default). Not differentiable.
 
@@ -62,9 +60,9 @@ def count_nonzero(x: Array, /, *, axis: int | tuple[int, ...] | None = None, kee
         >>> xg.count_nonzero(xg.asarray([[0.0, 1.0], [2.0, 3.0]]), axis=1)
         Tensor([1, 2], dtype=int64, device=cpu)
     """
-    return apply(_count_nonzero, (x,), {"axis": axis, "keepdims": keepdims})
 
 
+@op.function(fwd=lambda xp, x: tuple(xp.nonzero(x)), nondiff=True, multi=True)
 def nonzero(x: Array, /) -> tuple[Array, ...]:
     """Indices of the nonzero elements: one integer array per dimension. Not differentiable.
 
@@ -73,7 +71,6 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
         >>> xg.nonzero(xg.asarray([0.0, 2.0, 0.0, 3.0]))
         (Tensor([1, 3], dtype=int64, device=cpu),)
     """
-    return apply(_nonzero, (x,), {})
 
 
 def searchsorted(
@@ -90,3 +87,6 @@ def searchsorted(
     """
     args = (x1, x2) if sorter is None else (x1, x2, sorter)
     return apply(_searchsorted, args, {"side": side})
+
+
+op.check_all(__all__)

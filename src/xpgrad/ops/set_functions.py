@@ -14,11 +14,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ._common import Array, apply, primitive
+from ._registry import Chapter
 
 # the result types stay out of ``__all__``: the namespace holds exactly the standard's names
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
 _C = "set"
+# isin and unique_values are entries; the other unique_* wrap their outputs in named tuples
+op = Chapter(_C, module=__name__, extra=("unique_all", "unique_counts", "unique_inverse"))
 
 
 class UniqueAllResult(NamedTuple):
@@ -50,16 +53,14 @@ def _isin_fwd(xp: Any, x1: Any, x2: Any, *, invert: bool) -> Any:
     return xp.logical_not(out) if invert else out
 
 
-_isin = primitive("isin", _isin_fwd, nondiff=True, chapter=_C)
 _unique_all = primitive("unique_all", lambda xp, x: tuple(xp.unique_all(x)), nondiff=True, multi=True, chapter=_C)
 _unique_counts = primitive("unique_counts", lambda xp, x: tuple(xp.unique_counts(x)), nondiff=True, multi=True,
                            chapter=_C)
 _unique_inverse = primitive("unique_inverse", lambda xp, x: tuple(xp.unique_inverse(x)), nondiff=True,
                             multi=True, chapter=_C)
-# floating output, but no gradient: see the module docstring (as torch.unique and jnp.unique)
-_unique_values = primitive("unique_values", lambda xp, x: xp.unique_values(x), nondiff=True, chapter=_C)
 
 
+@op.function(fwd=_isin_fwd, arrays=2, nondiff=True)
 def isin(x1: Array | int, x2: Array | int, /, *, invert: bool = False) -> Array:
     """Whether each element of ``x1`` occurs in ``x2`` (negated with ``invert``). Not differentiable.
 
@@ -68,7 +69,6 @@ def isin(x1: Array | int, x2: Array | int, /, *, invert: bool = False) -> Array:
         >>> xg.isin(xg.asarray([1, 2, 3]), xg.asarray([3, 1]))
         Tensor([ True, False,  True], dtype=bool, device=cpu)
     """
-    return apply(_isin, (x1, x2), {"invert": invert})
 
 
 def unique_all(x: Array, /) -> UniqueAllResult:
@@ -109,6 +109,8 @@ def unique_inverse(x: Array, /) -> UniqueInverseResult:
     return UniqueInverseResult(*apply(_unique_inverse, (x,), {}))
 
 
+# floating output, but no gradient: see the module docstring (as torch.unique and jnp.unique)
+@op.function(fwd=lambda xp, x: xp.unique_values(x), nondiff=True)
 def unique_values(x: Array, /) -> Array:
     """Sorted unique values of ``x``.
 
@@ -120,4 +122,6 @@ def unique_values(x: Array, /) -> Array:
         >>> xg.unique_values(xg.asarray([2.0, 1.0, 2.0]))
         Tensor([1., 2.], dtype=float64, device=cpu)
     """
-    return apply(_unique_values, (x,), {})
+
+
+op.check_all(__all__)

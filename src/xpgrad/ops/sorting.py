@@ -14,11 +14,15 @@ from typing import Any
 
 from .._dtypes import is_float
 from ._common import Array, Tensor, apply, primitive
+from ._registry import Chapter
 from .indexing import _take_along_axis_fwd as _take_along
 
 __all__ = ["argsort", "sort"]
 
 _C = "sorting"
+# argsort is an entry; sort dispatches on the dtype (floating: the differentiable
+# permutation gather; integer and boolean: the backend's sort)
+op = Chapter(_C, module=__name__, extra=("sort",))
 
 
 def _sort_fwd(xp: Any, x: Any, *, axis: int, descending: bool) -> tuple[Any, Any]:
@@ -45,7 +49,6 @@ _sort.defvjp(_sort_vjp)
 # forward mode: the tangent in sorted order (the permutation's tangent is none)
 _sort.defjvp(_sort_jvp)
 
-_argsort = primitive("argsort", lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, chapter=_C)
 # integer and boolean inputs have no gradient: the backend's own sort (torch cannot gather uint16)
 _sort_values = primitive("sort.values", lambda xp, x, **kw: xp.sort(x, **kw), nondiff=True, chapter="internal")
 
@@ -69,6 +72,7 @@ def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool 
     return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True)
 def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
     """Indices that sort ``x`` along ``axis``. Not differentiable (integer output).
 
@@ -77,4 +81,6 @@ def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bo
         >>> xg.argsort(xg.asarray([3.0, 1.0, 2.0]))
         Tensor([1, 2, 0], dtype=int64, device=cpu)
     """
-    return apply(_argsort, (x,), {"axis": axis, "descending": descending, "stable": stable})
+
+
+op.check_all(__all__)

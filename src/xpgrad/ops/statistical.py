@@ -29,10 +29,14 @@ from ._common import (
     times_inf,
     unit_from,
 )
+from ._registry import Chapter
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
 _C = "statistical"
+# sum, prod, mean, var, max and min are entries (declared by their rules below); std
+# composes var and a square root, and the cumulative ones check and normalise axis first
+op = Chapter(_C, module=__name__, extra=("cumulative_prod", "cumulative_sum", "std"))
 
 
 def _norm_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
@@ -74,9 +78,17 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
 
 
 # (check_dtype: sum, prod and the cumulative ones take dtype=, and an integer one is a constant)
-_sum = primitive("sum", _sum_fwd, save=(), check_dtype=True, chapter=_C)
-_sum.defvjp(_sum_vjp)
-_sum.defjvp(linear_jvp(_sum))
+@op.function(fwd=_sum_fwd, vjp=(_sum_vjp,), jvp="linear", save=(), check_dtype=True)
+def sum(  # noqa: A001 - the standard's name
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
+) -> Array:
+    """Sum over ``axis`` (all axes by default).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.sum(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=0)
+        Tensor([4., 6.], dtype=float64, device=cpu)
+    """
 
 
 def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
@@ -84,9 +96,15 @@ def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: 
     return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
 
 
-_mean = primitive("mean", lambda xp, x, **kw: xp.mean(x, **kw), save=(), chapter=_C)
-_mean.defvjp(_mean_vjp)
-_mean.defjvp(linear_jvp(_mean))
+@op.function(fwd=lambda xp, x, **kw: xp.mean(x, **kw), vjp=(_mean_vjp,), jvp="linear", save=())
+def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+    """Arithmetic mean over ``axis`` (all axes by default).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.mean(xg.asarray([[1.0, 2.0], [3.0, 5.0]]), axis=1)
+        Tensor([1.5, 4. ], dtype=float64, device=cpu)
+    """
 
 
 # ---------------------------------------------------------------- prod
@@ -123,9 +141,22 @@ def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any
     return g * conj(xp, d)
 
 
-_prod = primitive("prod", _prod_fwd, save=(0,), check_dtype=True, chapter=_C)
-_prod.defvjp(_prod_vjp)
-_prod.defjvp(reduction_jvp(_prod_vjp))
+@op.function(fwd=_prod_fwd, vjp=(_prod_vjp,), jvp=(reduction_jvp(_prod_vjp),), save=(0,), check_dtype=True)
+def prod(
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
+) -> Array:
+    """Product over ``axis`` (all axes by default).
+
+    The gradient is exact when the input holds zeros: it never divides by an element.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([2.0, 0.0, 3.0], requires_grad=True)
+        >>> y = xg.prod(x)
+        >>> y.backward()
+        >>> x.grad
+        Tensor([0., 6., 0.], dtype=float64, device=cpu)
+    """
 
 
 # ---------------------------------------------------------------- var, std
@@ -159,9 +190,20 @@ def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction:
     return xp.where(centered == 0, math.nan, times_inf(xp, g))
 
 
-_var = primitive("var", _var_fwd, save=(0,), chapter=_C)
-_var.defvjp(_var_vjp)
-_var.defjvp(reduction_jvp(_var_vjp))
+@op.function(fwd=_var_fwd, vjp=(_var_vjp,), jvp=(reduction_jvp(_var_vjp),), save=(0,))
+def var(
+    x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
+) -> Array:
+    """Variance over ``axis``, dividing by ``N - correction`` (1 for the unbiased sample variance).
+
+    With ``correction >= N`` it is inf (NaN for a constant slice), as in PyTorch, and
+    so is its gradient: ``g * inf``, NaN where an element equals the mean.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.var(xg.asarray([1.0, 2.0, 3.0, 4.0]), correction=1)
+        Tensor(1.66666667, dtype=float64, device=cpu)
+    """
 
 
 # std's square root: its gradient is 0 where the standard deviation is 0 (a constant
@@ -201,12 +243,35 @@ def _extremum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdi
     return xp.where(nan, math.nan, xp.where(hit, g / xp.where(nan, 1.0, count), 0.0))
 
 
-_max = primitive("max", lambda xp, x, **kw: xp.max(x, **kw), save=(0,), save_ans=True, chapter=_C)
-_max.defvjp(_extremum_vjp)
-_max.defjvp(reduction_jvp(_extremum_vjp))
-_min = primitive("min", lambda xp, x, **kw: xp.min(x, **kw), save=(0,), save_ans=True, chapter=_C)
-_min.defvjp(_extremum_vjp)
-_min.defjvp(reduction_jvp(_extremum_vjp))
+@op.function(fwd=lambda xp, x, **kw: xp.max(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
+             save_ans=True)
+def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Largest element over ``axis`` (all axes by default).
+
+    Tied maximal elements share the gradient evenly, as ``torch.amax``: each of
+    ``k`` tied elements gets ``g / k``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([1.0, 3.0, 3.0], requires_grad=True)
+        >>> xg.max(x).backward()
+        >>> x.grad
+        Tensor([0. , 0.5, 0.5], dtype=float64, device=cpu)
+    """
+
+
+@op.function(fwd=lambda xp, x, **kw: xp.min(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
+             save_ans=True)
+def min(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Smallest element over ``axis`` (all axes by default).
+
+    Tied minimal elements share the gradient evenly, as ``torch.amin``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.min(xg.asarray([[4.0, 2.0], [1.0, 5.0]]), axis=0)
+        Tensor([1., 2.], dtype=float64, device=cpu)
+    """
 
 
 # ---------------------------------------------------------------- cumulative_sum, cumulative_prod
@@ -314,65 +379,7 @@ def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:
     return axis % nd
 
 
-# ---------------------------------------------------------------- public functions
-def sum(  # noqa: A001 - the standard's name
-    x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
-) -> Array:
-    """Sum over ``axis`` (all axes by default).
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.sum(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=0)
-        Tensor([4., 6.], dtype=float64, device=cpu)
-    """
-    return apply(_sum, (x,), {"axis": axis, "dtype": dtype, "keepdims": keepdims})
-
-
-def prod(
-    x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
-) -> Array:
-    """Product over ``axis`` (all axes by default).
-
-    The gradient is exact when the input holds zeros: it never divides by an element.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> x = xg.asarray([2.0, 0.0, 3.0], requires_grad=True)
-        >>> y = xg.prod(x)
-        >>> y.backward()
-        >>> x.grad
-        Tensor([0., 6., 0.], dtype=float64, device=cpu)
-    """
-    return apply(_prod, (x,), {"axis": axis, "dtype": dtype, "keepdims": keepdims})
-
-
-def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
-    """Arithmetic mean over ``axis`` (all axes by default).
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.mean(xg.asarray([[1.0, 2.0], [3.0, 5.0]]), axis=1)
-        Tensor([1.5, 4. ], dtype=float64, device=cpu)
-    """
-    return apply(_mean, (x,), {"axis": axis, "keepdims": keepdims})
-
-
-def var(
-    x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
-) -> Array:
-    """Variance over ``axis``, dividing by ``N - correction`` (1 for the unbiased sample variance).
-
-    With ``correction >= N`` it is inf (NaN for a constant slice), as in PyTorch, and
-    so is its gradient: ``g * inf``, NaN where an element equals the mean.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.var(xg.asarray([1.0, 2.0, 3.0, 4.0]), correction=1)
-        Tensor(1.66666667, dtype=float64, device=cpu)
-    """
-    return apply(_var, (x,), {"axis": axis, "correction": correction, "keepdims": keepdims})
-
-
+# ---------------------------------------------------------------- hand-written public functions
 def std(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
 ) -> Array:
@@ -388,35 +395,6 @@ def std(
         Tensor(2.23606798, dtype=float64, device=cpu)
     """
     return apply(_std_root, (var(x, axis=axis, correction=correction, keepdims=keepdims),), {})
-
-
-def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
-    """Largest element over ``axis`` (all axes by default).
-
-    Tied maximal elements share the gradient evenly, as ``torch.amax``: each of
-    ``k`` tied elements gets ``g / k``.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> x = xg.asarray([1.0, 3.0, 3.0], requires_grad=True)
-        >>> xg.max(x).backward()
-        >>> x.grad
-        Tensor([0. , 0.5, 0.5], dtype=float64, device=cpu)
-    """
-    return apply(_max, (x,), {"axis": axis, "keepdims": keepdims})
-
-
-def min(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
-    """Smallest element over ``axis`` (all axes by default).
-
-    Tied minimal elements share the gradient evenly, as ``torch.amin``.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> xg.min(xg.asarray([[4.0, 2.0], [1.0, 5.0]]), axis=0)
-        Tensor([1., 2.], dtype=float64, device=cpu)
-    """
-    return apply(_min, (x,), {"axis": axis, "keepdims": keepdims})
 
 
 def cumulative_sum(
@@ -456,3 +434,6 @@ def cumulative_prod(
     """
     ax = _cumulative_axis("cumulative_prod", x, axis)
     return apply(_cumprod, (x,), {"axis": ax, "dtype": dtype, "include_initial": include_initial})
+
+
+op.check_all(__all__)

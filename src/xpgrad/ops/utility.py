@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import Array, apply, joint_linear_jvp, primitive, zeros_like_shape
+from ._registry import Chapter
 
 __all__ = ["all", "any", "diff"]
 
 _C = "utility"
-
-_all = primitive("all", lambda xp, x, **kw: xp.all(x, **kw), nondiff=True, chapter=_C)
-_any = primitive("any", lambda xp, x, **kw: xp.any(x, **kw), nondiff=True, chapter=_C)
+# all and any are entries; diff, which passes prepend and append as array arguments when
+# given, is written by hand
+op = Chapter(_C, module=__name__, extra=("diff",))
 
 
 def _diff_fwd(xp: Any, x: Any, *ends: Any, axis: int, n: int, pre: bool, app: bool) -> Any:
@@ -73,6 +74,7 @@ _diff.defvjp(
 _diff.defjvp(rest=joint_linear_jvp(_diff))  # linear in x, prepend and append together
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.all(x, **kw), nondiff=True)
 def all(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Whether every element over ``axis`` is true (nonzero). Not differentiable.
 
@@ -81,9 +83,9 @@ def all(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: boo
         >>> xg.all(xg.asarray([[True, False], [True, True]]), axis=1)
         Tensor([False,  True], dtype=bool, device=cpu)
     """
-    return apply(_all, (x,), {"axis": axis, "keepdims": keepdims})
 
 
+@op.function(fwd=lambda xp, x, **kw: xp.any(x, **kw), nondiff=True)
 def any(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Whether some element over ``axis`` is true (nonzero). Not differentiable.
 
@@ -92,7 +94,6 @@ def any(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: boo
         >>> xg.any(xg.asarray([0.0, 0.0, 2.0]))
         Tensor(True, dtype=bool, device=cpu)
     """
-    return apply(_any, (x,), {"axis": axis, "keepdims": keepdims})
 
 
 def diff(
@@ -112,3 +113,6 @@ def diff(
     args = (x,) + ((prepend,) if prepend is not None else ()) + ((append,) if append is not None else ())
     kw = {"axis": axis, "n": n, "pre": prepend is not None, "app": append is not None}
     return apply(_diff, args, kw)
+
+
+op.check_all(__all__)

@@ -308,7 +308,7 @@ def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int 
         elif is_array:
             call.append(p.name)
         else:
-            kw.append(f"{p.name!r}: " + (f"_norm[{p.name!r}]({p.name})" if p.name in norms else p.name))
+            kw.append(f"{p.name!r}: " + (f"_n_{p.name}({p.name})" if p.name in norms else p.name))
     if posonly:
         parts.append("/")
     unknown = set(norms) - set(sig.parameters)
@@ -324,7 +324,8 @@ def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int 
         body = f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"
     else:
         body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
-    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW, _norm):\n"
+    bind = "".join(f"    _n_{n} = _norm[{n!r}]\n" for n in norms)  # (closure cells: no dict lookup per call)
+    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW, _norm):\n{bind}"
            f"    def {decl.__name__}({', '.join(parts)}):\n"
            f"        return {body}\n"
            f"    return {decl.__name__}\n")

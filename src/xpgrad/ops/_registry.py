@@ -316,7 +316,9 @@ def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int 
         msg = f"registry: {name}: params= names {sorted(unknown)}, which are not parameters"
         raise XpgradTypeError(msg)
     kwd = "{" + ", ".join(kw) + "}" if kw else "_NOKW"
-    if len(call) == 1 and not call[0].startswith("*"):
+    if not prim.fast:  # (a view or multi-output primitive: apply1 and apply2 would only pass it on to apply)
+        body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
+    elif len(call) == 1 and not call[0].startswith("*"):
         body = f"_apply1(_prim, {call[0]}, {kwd})"
     elif len(call) == 2 and not any(c.startswith("*") for c in call):
         body = f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"

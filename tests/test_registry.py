@@ -362,3 +362,61 @@ def test_statistical_utility_searching_sorting_set_entries_keep_their_declaratio
         xg.sum(x, 0)  # axis is keyword-only, as declared
     with pytest.raises(TypeError):
         xg.argmax(x=x)  # x is positional-only
+
+# ---------------------------------------------------------------- linear_algebra, linalg and fft entries
+_LA_ENTRIES = {
+    # chapter: (module users import, its entries, its hand-written functions)
+    "linear_algebra": ("xpgrad", ["matmul", "matrix_transpose", "tensordot", "vecdot"], []),
+    "linalg": ("xpgrad.linalg", ["inv", "det", "solve", "cholesky", "eigvalsh", "eigvals", "svdvals", "matrix_power", "outer",
+                                 "diagonal", "trace", "vector_norm"],
+               ["slogdet", "eigh", "eig", "svd", "qr", "pinv", "matrix_rank", "cross", "matrix_norm"]),
+    "fft": ("xpgrad.fft", ["fftshift", "ifftshift"],
+            ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq"]),
+}
+
+
+@pytest.mark.parametrize("chapter", list(_LA_ENTRIES))
+def test_linear_algebra_linalg_and_fft_entries_keep_their_declarations(chapter: str) -> None:
+    """The converted functions are entries of their chapter under their primitive's old
+    name (``inv``, not ``linalg.inv``: the batching rules and the coverage page key it),
+    reached where users reach them, the generated code with the declared signature
+    (names, kinds, defaults); the hand-written ones are no entries."""
+    import importlib
+    import inspect
+
+    modname, names, hand = _LA_ENTRIES[chapter]
+    mod = importlib.import_module(modname)
+    for n in names:
+        op = REGISTRY[n]
+        # (module: where the public function is the module's own; the main namespace's come from xpgrad.ops)
+        home = "xpgrad.ops.linear_algebra" if chapter == "linear_algebra" else modname
+        assert (op.chapter, op.prim.name, op.prim.chapter, op.module) == (chapter, n, chapter, home), n
+        assert getattr(mod, n) is op.fn and PRIMITIVES[n] is op.prim and n in RULES, n
+        own = inspect.signature(op.fn, follow_wrapped=False)  # the generated code's, not read from __wrapped__
+        assert own == inspect.signature(op.fn.__wrapped__), n
+        assert op.fn.__module__ == f"xpgrad.ops.{chapter}", n
+    for n in hand:
+        assert n not in REGISTRY and callable(getattr(mod, n)), n
+    # the coverage page shows each once, under the standard's name (linalg.inv, fft.fftshift)
+    shown = [r["name"] for r in load_script("docs/gen_coverage.py").rows()]
+    for n in names:
+        assert shown.count(n if chapter == "linear_algebra" else f"{chapter}.{n}") == 1, n
+        assert chapter == "linear_algebra" or n not in shown, n
+
+
+def test_linear_algebra_entries_behave_as_the_hand_written_functions() -> None:
+    """What the hand-written bodies did, the generated ones do: matmul straight onto the
+    two-argument fast path, tensordot's and vector_norm's sequences made tuples, matrix_power's
+    ``n`` made an int, the same errors."""
+    assert set(xg.matmul.__code__.co_freevars) == {"_apply2", "_prim", "_NOKW"}  # (the hot path: no apply in between)
+    with pytest.raises(xg.XpgradTypeError, match="matmul: argument 0 is None"):
+        xg.matmul(None, xg.ones((2, 2)))
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(xg.tensordot(a, b, axes=([1], [0])).numpy(), np.tensordot(a, b, axes=([1], [0])))
+    np.testing.assert_allclose(xg.linalg.vector_norm(a, axis=[0, 1]).numpy(), np.linalg.norm(a))
+    m = np.array([[1.0, 1.0], [0.0, 1.0]])
+    np.testing.assert_allclose(xg.linalg.matrix_power(m, np.int64(3)).numpy(), np.linalg.matrix_power(m, 3))
+    g = xg.grad(lambda x: xg.sum(xg.linalg.matrix_power(x, 2.0)))(m)  # n=2.0 is int(n) = 2, as before
+    np.testing.assert_allclose(g, np.ones((2, 2)) @ m.T + m.T @ np.ones((2, 2)))
+    with pytest.raises(xg.XpgradValueError, match="fft: norm must be 'backward', 'ortho' or 'forward', got 'bad'"):
+        xg.fft.fft(xg.ones(4, dtype=xg.complex128), norm="bad")  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from .._exceptions import XpgradValueError
 from ._common import Array, Tensor, apply, declare, primitive, zeros_like_shape
+from ._registry import Chapter
 from .creation import _create, _dt, _float_default, _where
 
 __all__ = [
@@ -50,6 +51,13 @@ __all__ = [
 ]
 
 _C = "fft"
+# xpgrad.fft (the module users import) re-exports these functions; the registry and
+# primitive names carry no prefix ("fftshift"). Hand-written: the transforms, which check
+# ``norm`` (and the n-dimensional ones ``s`` and ``axes`` against the input), and the
+# creation functions fftfreq and rfftfreq.
+op = Chapter(_C, module="xpgrad.fft", extra=(
+    "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq",
+))
 
 Norm = Literal["backward", "ortho", "forward"]
 
@@ -224,10 +232,6 @@ _irfftn = _transform("irfftn", _irfftn_vjp)
 _hfft = _transform("hfft", _hfft_vjp)
 _ihfft = _transform("ihfft", _ihfft_vjp)
 
-# (view: a shift over no axis is the input itself on Dask)
-_fftshift = _transform("fftshift", lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes), view=True)
-_ifftshift = _transform("ifftshift", lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes), view=True)
-
 
 # ---------------------------------------------------------------- the namespace functions
 def fft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
@@ -383,6 +387,10 @@ def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "ba
     return apply(_ihfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("ihfft", norm)})
 
 
+# (view: a shift over no axis is the input itself on Dask)
+@op.function(fwd=lambda xp, x, *, axes=None: xp.fft.fftshift(x, axes=axes),
+             vjp=(lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes),),
+             jvp=(lambda xp, t, ans, x, *, axes=None: xp.fft.fftshift(t, axes=axes),), save=(), view=True)
 def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
     """Move the zero-frequency term to the center of ``axes`` (all axes by default).
 
@@ -393,9 +401,11 @@ def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
         >>> xg.fft.fftshift(xg.fft.fftfreq(5))
         Tensor([-0.4, -0.2,  0. ,  0.2,  0.4], dtype=float64, device=cpu)
     """
-    return apply(_fftshift, (x,), {"axes": axes})
 
 
+@op.function(fwd=lambda xp, x, *, axes=None: xp.fft.ifftshift(x, axes=axes),
+             vjp=(lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes),),
+             jvp=(lambda xp, t, ans, x, *, axes=None: xp.fft.ifftshift(t, axes=axes),), save=(), view=True)
 def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
     """The inverse of :func:`fftshift` (they differ for odd lengths).
 
@@ -404,7 +414,6 @@ def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
         >>> xg.fft.ifftshift(xg.asarray([-0.4, -0.2, 0.0, 0.2, 0.4]))
         Tensor([ 0. ,  0.2,  0.4, -0.4, -0.2], dtype=float64, device=cpu)
     """
-    return apply(_ifftshift, (x,), {"axes": axes})
 
 
 # ---------------------------------------------------------------- creation
@@ -441,3 +450,6 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None
 
 declare("fftfreq", "creates an array from Python numbers: no array input")
 declare("rfftfreq", "creates an array from Python numbers: no array input")
+
+
+op.check_all(__all__)

@@ -12,19 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import XpgradTypeError
-from ._common import Array, apply, conj, fresh, primitive
+from ._common import Array, conj, fresh
+from ._registry import Chapter
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
-_C = "linear_algebra"
+op = Chapter("linear_algebra", module=__name__)
 
 
 # ---------------------------------------------------------------- matrix_transpose
-_matrix_transpose = primitive("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), save=(), view=True, chapter=_C)
-_matrix_transpose.defvjp(lambda xp, g, ans, x: xp.matrix_transpose(g))
-_matrix_transpose.defjvp(lambda xp, t, ans, x: xp.matrix_transpose(t))
-
-
+@op.function(fwd=lambda xp, x: xp.matrix_transpose(x), vjp=(lambda xp, g, ans, x: xp.matrix_transpose(g),),
+             jvp=(lambda xp, t, ans, x: xp.matrix_transpose(t),), save=(), view=True)
 def matrix_transpose(x: Array, /) -> Array:
     """Transpose the last two axes of ``x`` (a stack of matrices).
 
@@ -34,7 +32,6 @@ def matrix_transpose(x: Array, /) -> Array:
         Tensor([[1.],
                 [2.]], dtype=float64, device=cpu)
     """
-    return apply(_matrix_transpose, (x,), {})
 
 
 # ---------------------------------------------------------------- matmul
@@ -73,11 +70,8 @@ def _matmul_fwd(xp: Any, x1: Any, x2: Any) -> Any:
     return xp.matmul(x1, x2)
 
 
-_matmul = primitive("matmul", _matmul_fwd, chapter=_C)
-_matmul.defvjp(_matmul_vjp_x1, _matmul_vjp_x2)
-_matmul.defjvp(lambda xp, t, ans, x1, x2: xp.matmul(t, x2), lambda xp, t, ans, x1, x2: xp.matmul(x1, t))
-
-
+@op.function(fwd=_matmul_fwd, vjp=(_matmul_vjp_x1, _matmul_vjp_x2),
+             jvp=(lambda xp, t, ans, x1, x2: xp.matmul(t, x2), lambda xp, t, ans, x1, x2: xp.matmul(x1, t)), arrays=2)
 def matmul(x1: Array, x2: Array, /) -> Array:
     """Matrix product, with NumPy's rules for 1-D operands and broadcasting of batch axes.
 
@@ -86,7 +80,6 @@ def matmul(x1: Array, x2: Array, /) -> Array:
         >>> xg.matmul(xg.asarray([[1.0, 2.0], [3.0, 4.0]]), xg.asarray([1.0, 1.0]))
         Tensor([3., 7.], dtype=float64, device=cpu)
     """
-    return apply(_matmul, (x1, x2), {})
 
 
 # ---------------------------------------------------------------- tensordot
@@ -134,14 +127,20 @@ def _tensordot_fwd(xp: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
     return xp.tensordot(x1, x2, axes=axes)
 
 
-_tensordot = primitive("tensordot", _tensordot_fwd, chapter=_C)
-_tensordot.defvjp(_tensordot_vjp_x1, _tensordot_vjp_x2)
-_tensordot.defjvp(
-    lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, t, x2, axes=axes),
-    lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, x1, t, axes=axes),
-)
+def _axes_param(axes: int | tuple[Sequence[int], Sequence[int]]) -> int | tuple[Any, Any]:
+    """``axes`` as the primitive takes it: an int, or a pair of ints or tuples of ints (hashable)."""
+    if not isinstance(axes, int):
+        axes = (
+            axes[0] if isinstance(axes[0], int) else tuple(axes[0]),
+            axes[1] if isinstance(axes[1], int) else tuple(axes[1]),
+        )
+    return axes
 
 
+@op.function(fwd=_tensordot_fwd, vjp=(_tensordot_vjp_x1, _tensordot_vjp_x2),
+             jvp=(lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, t, x2, axes=axes),
+                  lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, x1, t, axes=axes)),
+             arrays=2, params={"axes": _axes_param})
 def tensordot(x1: Array, x2: Array, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Array:
     """Sum products over ``axes``: the last ``axes`` axes of x1 with the first of x2, or the given pairs.
 
@@ -150,12 +149,6 @@ def tensordot(x1: Array, x2: Array, /, *, axes: int | tuple[Sequence[int], Seque
         >>> xg.tensordot(xg.asarray([[1.0, 2.0]]), xg.asarray([[3.0], [4.0]]), axes=1)
         Tensor([[11.]], dtype=float64, device=cpu)
     """
-    if not isinstance(axes, int):
-        axes = (
-            axes[0] if isinstance(axes[0], int) else tuple(axes[0]),
-            axes[1] if isinstance(axes[1], int) else tuple(axes[1]),
-        )
-    return apply(_tensordot, (x1, x2), {"axes": axes})
 
 
 # ---------------------------------------------------------------- vecdot
@@ -173,15 +166,11 @@ def _vecdot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axis: int = -
     return xp.expand_dims(g, axis=_vec_axis(axis, x1, x2)) * x1
 
 
-_vecdot = primitive("vecdot", lambda xp, x1, x2, *, axis=-1: xp.vecdot(x1, x2, axis=axis), chapter=_C)
-_vecdot.defvjp(_vecdot_vjp_x1, _vecdot_vjp_x2)
 # vecdot conjugates x1, so x1's tangent enters conjugated: the real directional derivative
-_vecdot.defjvp(
-    lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(t, x2, axis=axis),
-    lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(x1, t, axis=axis),
-)
-
-
+@op.function(fwd=lambda xp, x1, x2, *, axis=-1: xp.vecdot(x1, x2, axis=axis), vjp=(_vecdot_vjp_x1, _vecdot_vjp_x2),
+             jvp=(lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(t, x2, axis=axis),
+                  lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(x1, t, axis=axis)),
+             arrays=2)
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     """Dot product of vectors along ``axis``, conjugating ``x1``: ``sum(conj(x1) * x2, axis=axis)``.
 
@@ -190,4 +179,6 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         >>> xg.vecdot(xg.asarray([1.0, 2.0]), xg.asarray([3.0, 4.0]))
         Tensor(11., dtype=float64, device=cpu)
     """
-    return apply(_vecdot, (x1, x2), {"axis": axis})
+
+
+op.check_all(__all__)

@@ -42,10 +42,9 @@ def _array(shape: tuple[int, ...], dtype: str, *, layout: str = "C") -> np.ndarr
     return a
 
 
-def _same(name: str, *args: Any, **kw: Any) -> Any:
-    """Call the fast and the compat function with the same arguments; assert the same outcome."""
-    ref: Callable[..., Any] = getattr(cnp, name)
-    fast: Callable[..., Any] = getattr(FAST, name)
+def _both(ref: Callable[..., Any], fast: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(compat's result, the fast one's), or None when compat raised and the fast function
+    raised the very same (type and message)."""
     try:
         want = ref(*args, **kw)
     except Exception as e:  # noqa: BLE001 - the fast function must raise the very same
@@ -53,7 +52,17 @@ def _same(name: str, *args: Any, **kw: Any) -> Any:
             fast(*args, **kw)
         assert str(ei.value) == str(e)
         return None
-    got = fast(*args, **kw)
+    return want, fast(*args, **kw)
+
+
+def _same(name: str, *args: Any, **kw: Any) -> Any:
+    """Call the fast and the compat function with the same arguments; assert the same outcome."""
+    ref: Callable[..., Any] = getattr(cnp, name)
+    fast: Callable[..., Any] = getattr(FAST, name)
+    outcome = _both(ref, fast, args, kw)
+    if outcome is None:
+        return None
+    want, got = outcome
     assert type(got) is type(want), (name, args, kw)
     if isinstance(want, (np.ndarray, np.generic)):
         assert got.dtype == want.dtype and got.shape == want.shape, (name, args, kw)
@@ -406,14 +415,10 @@ def _same_torch(name: str, *args: Any, **kw: Any) -> Any:
     with warnings.catch_warnings():
         # torch warns once per process (complex -> real casts): the second call would not
         warnings.simplefilter("ignore")
-        try:
-            want = getattr(ct, name)(*args, **kw)
-        except Exception as e:  # noqa: BLE001 - the fast function must raise the very same
-            with pytest.raises(type(e)) as ei:
-                fast(*args, **kw)
-            assert str(ei.value) == str(e)
-            return None
-        got = fast(*args, **kw)
+        outcome = _both(getattr(ct, name), fast, args, kw)
+    if outcome is None:
+        return None
+    want, got = outcome
     assert type(got) is type(want)
     assert got.dtype == want.dtype and got.shape == want.shape, (name, args, kw)
     torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

@@ -257,6 +257,12 @@ higher-order derivatives (its hessian is reported unsupported).
   samples `VmRSS` every 0.5 ms instead (the record says which).
 - Gradient check: the gradients of the first call (at the initial parameters) against
   numpy-manual's; a framework that computes a wrong gradient is not fast, it is wrong.
+- Comparing two versions of xpgrad: `python -m benchmarks.ab BASE HEAD` runs both source
+  trees alternately (`--rounds`, the first side swapped every round) and reports the median
+  of the per-round HEAD/BASE ratios (`ab.json`). It keeps glibc's malloc from returning
+  freed memory between calls (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`):
+  otherwise a workload with arrays of a few hundred KB (jacobian: 0.46 or 0.79 ms) lands
+  in a fast or a slow mode per process, from page faults alone.
   In the cnn, max-pool ties (a window on a digit's blank border, where every pixel equals
   the bias) send the gradient to the window's first maximum, as PyTorch does.
 

@@ -166,3 +166,26 @@ def test_every_framework_has_every_workload() -> None:
             implemented = f"def _{wl}(" in src
             assert implemented != ((fw, wl) in _worker.UNSUPPORTED), (fw, wl, "implemented" if implemented
                                                                       else "neither implemented nor declared")
+
+
+def test_ab_runs_both_trees_interleaved_and_reports_ratios(tmp_path: Path) -> None:
+    """``python -m benchmarks.ab BASE HEAD``: both sides per round, ratios and their median
+    in ab.json and a table (here the same tree on both sides, a smoke run)."""
+    from benchmarks import ab
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", str(ROOT), str(ROOT), "--workloads", "chain", "--rounds", "2",
+         "--repeats", "2", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = json.loads((tmp_path / "ab.json").read_text())
+    assert list(rec["ratios"]) == ["chain"] and len(rec["ratios"]["chain"]) == 2
+    assert rec["steady_malloc"] is True and rec["medians"]["chain"] > 0
+    assert "| chain |" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["base-1", "base-2", "head-1", "head-2"]
+    assert ab.ratios([{"w": 2.0}], [{"w": 3.0}]) == {"w": [1.5]}
+    assert "| w | 1.500 | 1.500 | NO |" in ab.table({"w": [1.5]})
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.ab", str(ROOT), str(ROOT), "--workloads", "nope"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "unknown workloads: nope" in bad.stderr

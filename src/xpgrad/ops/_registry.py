@@ -190,11 +190,13 @@ def _picker(f: Callable[..., Any], names: tuple[str, ...], args: tuple[str, ...]
         else:
             msg = f"{what}: a derivative reads {n!r}, which is neither 'ans' nor an argument of {args}"
             raise XpgradTypeError(msg)
-    if idx == [0]:
-        return lambda xp, ans, a: f(xp, a[0])
-    if idx == [-1]:
-        return lambda xp, ans, a: f(xp, ans)
-    return lambda xp, ans, a: f(xp, *(ans if i < 0 else a[i] for i in idx))
+    if len(idx) == 1:
+        i = idx[0]
+        return (lambda xp, ans, a: f(xp, ans)) if i < 0 else (lambda xp, ans, a: f(xp, a[i]))
+    if len(idx) == 2:
+        i, j = idx
+        return lambda xp, ans, a: f(xp, ans if i < 0 else a[i], ans if j < 0 else a[j])
+    return lambda xp, ans, a: f(xp, *[ans if i < 0 else a[i] for i in idx])
 
 
 def unscale(xp: Any, g: Any, f: Any) -> Any:
@@ -243,6 +245,9 @@ def _derived(spec: Any, args: tuple[str, ...], what: str) -> tuple[Any, Any, set
     elif names == ("ans",):
         vjp = lambda xp, g, ans, *a: scale(xp, g, conj(xp, f(xp, ans)))
         jvp = lambda xp, t, ans, *a: t * f(xp, ans)
+    elif len(args) == 2 and names == args[1:]:  # (a binary function's d of its second argument)
+        vjp = lambda xp, g, ans, x1, x2: scale(xp, g, conj(xp, f(xp, x2)))
+        jvp = lambda xp, t, ans, x1, x2: t * f(xp, x2)
     else:
         vjp = lambda xp, g, ans, *a: scale(xp, g, conj(xp, dval(xp, ans, a)))
         jvp = lambda xp, t, ans, *a: t * dval(xp, ans, a)

@@ -25,7 +25,7 @@ __all__ = [
     "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "broadcast_like",
     "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
     "is_xpgrad", "promoting",
-    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "times_inf", "unit_from",
+    "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "times_inf", "unit_from", "unscale",
     "zeros_like_shape",
 ]
 
@@ -169,6 +169,23 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
     else:
         r = g * d
         if r is g:  # not a new buffer (never, for the known backends): not ours to reuse
+            return r
+    if s[1] is WANT_FRESH:
+        s[1] = r
+    return r
+
+
+def unscale(xp: Any, g: Any, f: Any) -> Any:
+    """``g / f`` for a VJP rule, computed in place into ``g`` when the engine donates it (the
+    division of :func:`scale`: the same rules of use)."""
+    s = GRAD_SLOT.s
+    if g is s[0] and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
+        s[0] = None
+        g /= f
+        r = g
+    else:
+        r = g / f
+        if r is g:
             return r
     if s[1] is WANT_FRESH:
         s[1] = r

@@ -21,11 +21,11 @@ From it the registry makes
   rules stay possible where a derived one would be slower or less accurate;
 - its batching rule (``batch="pointwise"``: pointwise functions broadcast, so they batch
   for free; installed by ``xpgrad._vmap_rules`` through :func:`subscribe`);
-- the public function, generated with the declared signature (the same two lines a
-  hand-written one has: ``return apply1(prim, x, NOKW)``), in the declaring module, so
+- the public function, generated with the declared signature (the one line a hand-written
+  wrapper has: ``return apply2(prim, x, _NOARG, NOKW)``), in the declaring module, so
   that its doctest runs and ``inspect`` and type checkers see the declaration;
-- an :class:`Op` in :data:`REGISTRY`, from which the chapter's ``__all__``
-  (:meth:`Chapter.names`), the coverage page (docs/gen_coverage.py), the rule tests'
+- an :class:`Op` in :data:`REGISTRY`, against which the chapter's ``__all__`` is checked
+  (:meth:`Chapter.check_all`), and from which the coverage page (docs/gen_coverage.py), the rule tests'
   cases (:class:`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
   by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
 
@@ -35,6 +35,7 @@ tests/test_registry.py adds a throwaway one and finds it everywhere.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import keyword
 import sys
@@ -43,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
-from ..autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, Primitive, apply, apply1, apply2, primitive
-from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale
+from ..autograd._core import _NOARG, PRIMITIVES, Primitive, apply, apply2, primitive
+from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
 __all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "subscribe"]
 
@@ -199,23 +200,6 @@ def _picker(f: Callable[..., Any], names: tuple[str, ...], args: tuple[str, ...]
     return lambda xp, ans, a: f(xp, *[ans if i < 0 else a[i] for i in idx])
 
 
-def unscale(xp: Any, g: Any, f: Any) -> Any:
-    """``g / f`` for a VJP rule, computed in place into ``g`` when the engine donates it
-    (see :func:`~xpgrad.ops._common.scale`)."""
-    s = GRAD_SLOT.s
-    if g is s[0] and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
-        s[0] = None
-        g /= f
-        r = g
-    else:
-        r = g / f
-        if r is g:
-            return r
-    if s[1] is WANT_FRESH:
-        s[1] = r
-    return r
-
-
 def _derived(spec: Any, args: tuple[str, ...], what: str) -> tuple[Any, Any, set[str]]:
     """(VJP rule, JVP rule, names read) of one argument's derivative ``spec``."""
     if spec is None:
@@ -323,28 +307,23 @@ def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int 
     kwd = "{" + ", ".join(kw) + "}" if kw else "_NOKW"
     if not prim.fast:  # (a view or multi-output primitive: apply1 and apply2 would only pass it on to apply)
         body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
-    elif len(call) == 1 and not call[0].startswith("*"):
-        body = f"_apply1(_prim, {call[0]}, {kwd})"
+    elif len(call) == 1 and not call[0].startswith("*"):  # (apply2 itself: apply1 would be one more frame)
+        body = f"_apply2(_prim, {call[0]}, _NOARG, {kwd})"
     elif len(call) == 2 and not any(c.startswith("*") for c in call):
         body = f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"
     else:
         body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
     bind = "".join(f"    _n_{n} = _norm[{n!r}]\n" for n in norms)  # (closure cells: no dict lookup per call)
-    src = (f"def _make(_prim, _apply, _apply1, _apply2, _NOKW, _norm):\n{bind}"
+    src = (f"def _make(_prim, _apply, _apply2, _NOARG, _NOKW, _norm):\n{bind}"
            f"    def {decl.__name__}({', '.join(parts)}):\n"
            f"        return {body}\n"
            f"    return {decl.__name__}\n")
     scope: dict[str, Any] = {}
     exec(compile(src, f"<xpgrad registry: {name}>", "exec"), decl.__globals__, scope)
-    fn: Any = scope["_make"](prim, apply, apply1, apply2, {}, norms)
+    fn: Any = scope["_make"](prim, apply, apply2, _NOARG, {}, norms)
     fn.__defaults__ = decl.__defaults__
     fn.__kwdefaults__ = decl.__kwdefaults__
-    fn.__doc__ = decl.__doc__
-    fn.__annotations__ = decl.__annotations__
-    fn.__module__ = decl.__module__
-    fn.__qualname__ = decl.__qualname__
-    fn.__wrapped__ = decl  # inspect.signature and the docs read the declaration
-    return fn
+    return functools.update_wrapper(fn, decl)  # (doc, module, names; __wrapped__: inspect reads the declaration)
 
 
 # ---------------------------------------------------------------- declarations
@@ -375,10 +354,6 @@ class Chapter:
         #: public names of the module that are not registry entries (yet)
         self.extra = tuple(extra)
         self._names: list[str] = []
-
-    def names(self) -> list[str]:
-        """The public names declared here, sorted (the module's ``__all__``)."""
-        return sorted(self._names)
 
     def check_all(self, names: Sequence[str]) -> None:
         """Check the module's literal ``__all__`` (which type checkers read) against its
@@ -477,15 +452,9 @@ class Chapter:
         jvp_rest: Any = None,
         arrays: int | str = 1,
         params: dict[str, Callable[[Any], Any]] | None = None,
-        save: tuple[int, ...] | None = None,
-        save_ans: bool = False,
-        nondiff: bool = False,
-        zero_grad: bool = False,
-        view: bool = False,
-        multi: bool = False,
-        check_dtype: bool = False,
         chapter: str | None = None,
         fuzz: str | tuple[str, str] | None = None,
+        **opts: Any,
     ) -> Callable[[F], F]:
         """Declare any other operation: its forward and rules given as they are.
 
@@ -501,10 +470,11 @@ class Chapter:
                 ``"seq"``: the first is a sequence of them (``concat``); ``"*"``: the
                 ``*arrays`` parameter. The others reach ``fwd`` and the rules as keywords.
             params: per parameter, what it goes through first (``{"shape": tuple}``).
-            save, save_ans, nondiff, zero_grad, view, multi, check_dtype: as for
-                :class:`~xpgrad.autograd._core.Primitive`.
             chapter: the standard's chapter where it differs from the module's.
             fuzz: the differential fuzzer's template (see :class:`Op`).
+            opts: the primitive's options (``save``, ``save_ans``, ``nondiff``,
+                ``zero_grad``, ``view``, ``multi``, ``check_dtype``: see
+                :class:`~xpgrad.autograd._core.Primitive`).
 
         Its batching rule is written in ``xpgrad._vmap_rules`` under the primitive's name,
         its rule tests in ``tests/cases/<chapter>.py`` (the parameters need strategies).
@@ -517,8 +487,7 @@ class Chapter:
 
         def register(decl: F) -> F:
             name, _ = self._check(decl)
-            prim = primitive(name, fwd, save=save, save_ans=save_ans, nondiff=nondiff, zero_grad=zero_grad, view=view,
-                             multi=multi, check_dtype=check_dtype, chapter=chapter or self.chapter)
+            prim = primitive(name, fwd, chapter=chapter or self.chapter, **opts)
             if vjp is not None or vjp_rest is not None:
                 prim.defvjp(*(vjp or ()), rest=vjp_rest)
             if jvp == "linear":
@@ -609,8 +578,8 @@ def _install(op: Op, *, declared_in: str) -> None:
     into that module's namespace and ``__all__``, and into ``xpgrad``'s for the standard's
     chapters: the entry is then everywhere a declared one is."""
     if declared_in == op.module:
-        return  # (the def statement binds it; ``__all__`` is the chapter's names())
-    for mod_name in (op.module, "xpgrad._namespace", "xpgrad") if op.module.startswith("xpgrad.ops.") else (op.module,):
+        return  # (the def statement binds it; ``__all__`` lists it, checked by check_all)
+    for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)
         if mod is None:
             continue
@@ -618,6 +587,12 @@ def _install(op: Op, *, declared_in: str) -> None:
         names = getattr(mod, "__all__", None)
         if isinstance(names, list) and op.public_name not in names:
             names.append(op.public_name)
+
+
+def _homes(op: Op) -> tuple[str, ...]:
+    """The modules whose namespace holds an entry's public function: its module, and for the
+    standard's chapters (``xpgrad.ops.*``) the array namespace and the package too."""
+    return (op.module, "xpgrad._namespace", "xpgrad") if op.module.startswith("xpgrad.ops.") else (op.module,)
 
 
 def remove(name: str) -> None:
@@ -638,7 +613,7 @@ def remove(name: str) -> None:
         removed(op)
     del REGISTRY[name]
     PRIMITIVES.pop(op.prim.name, None)
-    for mod_name in (op.module, "xpgrad._namespace", "xpgrad"):
+    for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)
         if mod is not None and getattr(mod, op.public_name, None) is op.fn:
             delattr(mod, op.public_name)

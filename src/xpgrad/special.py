@@ -31,7 +31,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from ._dispatch import backend_namespace
+import array_api_compat
+
+from ._dispatch import backend_namespace, raw_array
 from ._dtypes import is_float
 from .autograd._core import Primitive, apply, primitive
 from .autograd._tensor import Tensor
@@ -138,11 +140,9 @@ def _pair(xp: Any, x: Any, y: Any) -> tuple[Any, Any]:
     (its floating dtype, its device): what the forwards and the derivatives mask and index."""
     if hasattr(x, "dtype") == hasattr(y, "dtype"):
         return x, y
-    import array_api_compat
-
     arr, other = (x, y) if hasattr(x, "dtype") else (y, x)
     if is_xpgrad(xp):  # a rule under create_graph: a constant Tensor of the other's library
-        data = arr.data if isinstance(arr, Tensor) else arr
+        data = raw_array(arr)
         bxp = backend_namespace(data)
         c = bxp.asarray(other, dtype=data.dtype if is_float(data.dtype) else None, device=array_api_compat.device(data))
         other = xp.asarray(c)

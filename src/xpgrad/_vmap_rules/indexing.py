@@ -462,17 +462,6 @@ def _scatter_add(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, A
     return apply(prim, (v, _ids_batched(ids_raw, sizes, size, ids_raw)), {**kw, "shape": sizes + shape})
 
 
-def _without_ellipsis(parts: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
-    """``parts`` with ``...`` spelled out as the slices it stands for in an example of ``ndim``
-    axes (so that a key keeps meaning the example's axes when batch axes are appended)."""
-    if not any(k is Ellipsis for k in parts):
-        return parts
-    used = sum(len(k.shape) if _is_mask(k) else 0 if k is None or isinstance(k, bool) else 1
-               for k in parts if k is not Ellipsis)
-    i = next(j for j, k in enumerate(parts) if k is Ellipsis)
-    return parts[:i] + (slice(None),) * (ndim - used) + parts[i + 1:]
-
-
 def _embed(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     (v,) = xs
     key = kw["key"]
@@ -484,7 +473,7 @@ def _embed(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K
         # alone, where numpy's placement of the indexed axes cannot reach them; the example's
         # key then indexes the physical array as it indexed the example
         mask = _single_mask(parts)  # (alone: as it is, which every backend's setitem takes)
-        key = mask if mask is not None else _without_ellipsis(parts, len(shape))
+        key = mask if mask is not None else tuple(_Layout(parts, len(shape), False, "embed").items)  # (... spelled out)
         out = apply(prim, (_batch_last(v, K),), {"key": key, "shape": shape + sizes})
         return _batch_first(out, K)
     return apply(prim, (v,), {"key": (slice(None),) * K + parts, "shape": sizes + shape})

@@ -126,7 +126,7 @@ def _resolve(ns: Any, path: str) -> Any:
     return ns
 
 
-def _away(points: tuple[float, ...], gap: float = 0.1) -> Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]:
+def away(points: tuple[float, ...], gap: float = 0.1) -> Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]:
     """Move the real parts of every argument at least ``gap`` away from each point (kinks)."""
 
     def prepare(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
@@ -154,14 +154,13 @@ def registry_case(op: Any) -> OpCase:
     ``Inputs.torch``: a name or a formula)."""
     spec = op.test
     path, n = op.name, op.nargs
-    prepare: Any = None
-    if spec.away and spec.apart:
-        away = _away(spec.away)
-        prepare = lambda a, p: away(_apart(a, p), p)
-    elif spec.away:
-        prepare = _away(spec.away)
-    elif spec.apart:
-        prepare = _apart
+    steps = ([_apart] if spec.apart else []) + ([away(spec.away)] if spec.away else [])
+
+    def prepare(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+        for step in steps:
+            arrays = step(arrays, params)
+        return arrays
+
     tname = op.name if spec.torch is None else spec.torch
     torch_fn = tname if callable(tname) else None if tname == "" else (lambda t, *a: _resolve(t, tname)(*a))
     shapes = broadcast_shapes(n) if spec.shapes == "broadcast" else same_shape(n)
@@ -170,7 +169,7 @@ def registry_case(op: Any) -> OpCase:
     fn = (lambda xp, *a: _resolve(xp, path)(*a)) if op.module.startswith("xpgrad.ops.") else (lambda xp, *a: op.fn(*a))
     return OpCase(op.name, fn, nargs=n, shapes=shapes, domain=spec.domain,
                   torch_fn=torch_fn, torch_skip="" if torch_fn else "PyTorch has no counterpart", order2=spec.order2,
-                  complex=spec.complex, rtol=spec.rtol, prepare=prepare)
+                  complex=spec.complex, rtol=spec.rtol, prepare=prepare if steps else None)
 
 
 def registry_cases() -> list[OpCase]:

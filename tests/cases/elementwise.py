@@ -12,22 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tests._cases import OpCase, broadcast_shapes, same_shape
-
-
-def _off_zero(*idx: int, gap: float = 0.1) -> Any:
-    """Move the real parts of the given arguments at least ``gap`` away from 0."""
-
-    def prepare(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
-        out = list(arrays)
-        for i in idx:
-            a = out[i]
-            re = np.real(a)
-            shift = np.where(np.abs(re) < gap, np.where(re < 0, -gap, gap), 0.0)
-            out[i] = a + shift
-        return out
-
-    return prepare
+from tests._cases import OpCase, away, broadcast_shapes, same_shape
 
 
 def _off_jumps(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
@@ -97,7 +82,7 @@ CASES = [
     OpCase("remainder_scalar", lambda xp, x: x % 1.5, domain=(-3.0, 3.0), prepare=_off_jumps_scalar,
            torch_fn=lambda t, x: t.remainder(x, 1.5), covers=("remainder",)),
     OpCase("maximum_scalar", lambda xp, x: xp.maximum(x, 0.05), torch_fn=lambda t, x: t.clamp(x, min=0.05),
-           prepare=_off_zero(0), covers=("maximum",)),
+           prepare=away((0.0,)), covers=("maximum",)),
     OpCase("atan2_scalar", lambda xp, x: xp.atan2(1.5, x), torch_fn=lambda t, x: t.atan2(t.asarray(1.5), x),
            covers=("atan2",)),
     # ------------------------------------------------------------ clip
@@ -116,7 +101,7 @@ CASES = [
     OpCase("imag", lambda xp, x: xp.imag(x * (1 + 2j)), torch_fn=lambda t, x: t.imag(x * (1 + 2j)), complex=True,
            covers=("imag", "multiply")),
     # "+ 0 * x": torch answers a real sgn's VJP with a ZeroTensor, which has no .numpy()
-    OpCase("sign", lambda xp, x: xp.sign(x), prepare=_off_zero(0), torch_fn=lambda t, x: t.sgn(x) + 0 * x,
+    OpCase("sign", lambda xp, x: xp.sign(x), prepare=away((0.0,)), torch_fn=lambda t, x: t.sgn(x) + 0 * x,
            complex=True),
     # ------------------------------------------------------------ selection
     OpCase("where", lambda xp, c, a, b: xp.where(c, a, b), nargs=3, shapes=broadcast_shapes(3),

@@ -84,12 +84,12 @@ def test_imports_only_what_is_asked() -> None:
 # Each layer lists module names; a name covers its submodules, and the longest match wins.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("xpgrad._exceptions", "xpgrad._spec", "xpgrad._fast_adapter", "xpgrad._dtypes", "xpgrad._backends",
-              "xpgrad._dispatch", "xpgrad._dlpack")),
+              "xpgrad._dispatch", "xpgrad._dlpack", "xpgrad._tracing")),
     ("policy", ("xpgrad._policy", "xpgrad._info")),
     ("autograd", ("xpgrad.autograd",)),
     ("rules", ("xpgrad.ops", "xpgrad.special", "xpgrad.fft", "xpgrad.linalg", "xpgrad._vmap_rules", "xpgrad._lazy",
                "xpgrad._io")),
-    ("transforms", ("xpgrad.functional", "xpgrad._custom", "xpgrad._checkpoint", "xpgrad._vmap", "xpgrad._jacobian",
+    ("transforms", ("xpgrad.functional", "xpgrad._custom", "xpgrad._checkpoint", "xpgrad._vmap", "xpgrad._jacobian", "xpgrad._jit",
                     "xpgrad.random", "xpgrad.testing")),
     ("namespace", ("xpgrad._namespace",)),  # every name of the package below nn: what nn imports as xg
     ("nn", ("xpgrad.nn", "xpgrad.optim", "xpgrad.viz")),

@@ -19,6 +19,7 @@ import array_api_compat
 
 from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
 from ._fast_adapter import numpy_adapter, torch_adapter
+from . import _tracing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,6 +100,8 @@ def public_namespace(xp: ModuleType) -> ModuleType:
 
 def _resolve(arrays: list[Any], func: str) -> ModuleType:
     """Resolve the backend namespace of raw arrays (no Tensors); no caching."""
+    if _Tracer in map(type, arrays):  # (xg.jit tracing: the tracing namespace over the witnesses')
+        return _tracing.namespace_of(arrays)
     try:
         return _fast(array_api_compat.array_namespace(*arrays))
     except TypeError as e:
@@ -120,6 +123,10 @@ def _resolve(arrays: list[Any], func: str) -> ModuleType:
         bad = arrays[0]
         msg = f"{func}: {type(bad).__name__} {_short(bad)} is not an array of any array API library"
         raise XpgradTypeError(msg) from e
+
+
+_Tracer = _tracing.Tracer
+_tracing.set_resolver(lambda *ws: _resolve(list(ws), "jit"))
 
 
 def _short(v: Any) -> str:
@@ -169,13 +176,19 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
         nps = [x for x in xs if hasattr(x, "dtype")]
         if nps:
             xp = _resolve(nps, func)
+            if type(xp) is _tracing.TracingNamespace:
+                return xp
             _CACHE[key] = xp
             return xp
         if xs and func != "array_namespace" and all(x is None for x in xs):  # sum(None): no array at all
             msg = f"{func}: expected an array, a Tensor or a Python scalar, got None"
             raise XpgradTypeError(msg)
+        if _tracing.TRACE.get() is not None:  # (inside xg.jit: what is made from nothing is recorded)
+            return _tracing.tracing_namespace(_default_namespace())
         return _default_namespace()  # depends on the policy: never cached
     xp = _resolve(arrays, func)
+    if type(xp) is _tracing.TracingNamespace:  # (depends on the witnesses, not on the types)
+        return xp
     if not any(isinstance(x, T) for x in xs):
         # a key made only of raw types determines the namespace for good
         _CACHE[key] = xp

@@ -27,6 +27,7 @@ from __future__ import annotations
 __all__ = [
     "AnomalyError",
     "BackendNotInstalledError",
+    "ConcretizationError",
     "CutGraphError",
     "DTypeUnavailableError",
     "DeviceMismatchError",
@@ -116,3 +117,21 @@ class BackendNotInstalledError(XpgradError, ImportError):
 
 class AnomalyError(XpgradRuntimeError):
     """Under ``detect_anomaly()``: an op produced a NaN; names the op and where it was created."""
+
+
+class ConcretizationError(XpgradTypeError):
+    """Under :func:`xpgrad.jit`: Python read the value of a traced array, or asked for a shape that depends on it.
+
+    The message names the operation that made the array and the line that read it, and
+    says what to do instead (``static_argnums``, ``xpgrad.where``), as JAX's
+    ``ConcretizationTypeError`` does.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> f = xg.jit(lambda x: x if xg.sum(x) > 0 else -x)
+        >>> try:
+        ...     f(np.ones(3))
+        ... except xg.ConcretizationError as e:
+        ...     print(str(e).split(":")[0])
+        jit(<lambda>)
+    """

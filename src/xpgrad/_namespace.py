@@ -33,6 +33,7 @@ from ._dispatch import array_namespace
 from ._exceptions import (
     AnomalyError,
     BackendNotInstalledError,
+    ConcretizationError,
     CutGraphError,
     DeviceMismatchError,
     DTypeUnavailableError,
@@ -70,6 +71,7 @@ from .ops.utility import *  # noqa: F403
 from . import autograd, fft, linalg, random, special, testing
 from ._io import load, save
 from ._vmap import vmap
+from ._jit import jit
 from ._jacobian import hessian, jacfwd, jacobian, jacrev
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis

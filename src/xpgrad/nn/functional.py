@@ -23,6 +23,7 @@ from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from .._io import move_array
 from .._lazy import is_lazy
+from .._tracing import is_tracer
 from ..autograd._batched import Batched
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
@@ -832,8 +833,8 @@ def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any
 
         if isinstance(t, jax.core.Tracer):
             return t
-    if array_api_compat.is_torch_array(t) and t.device.type == "meta":
-        return t
+    if (array_api_compat.is_torch_array(t) and t.device.type == "meta") or is_tracer(t):
+        return t  # (no values to check: a meta tensor, or an array xg.jit traces)
     if bool(bxp.any(_out_of_range(bxp, t, n, ignore_index))):
         import numpy as np
 

@@ -294,6 +294,25 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
+    # ------------------------------------------------------------------ xg.jit's view of a module
+    def _jit_state(self) -> tuple[Any, list[Tensor]]:
+        """(static part of xg.jit's signature, the tensors a call reads and may rebind)."""
+        mods = list(self.modules())
+        static = (tuple((type(m), m.training) for m in mods), self._jit_structure())
+        return static, [*self.parameters(), *(b for b in self.buffers() if isinstance(b, Tensor))]
+
+    def _jit_structure(self) -> Any:
+        return (tuple(n for n, _ in self.named_parameters()), tuple(n for n, _ in self.named_buffers()))
+
+    def _jit_numbers(self) -> list[Any]:
+        return []
+
+    def _jit_count(self) -> int:
+        return 0
+
+    def _jit_replayed(self, count: int) -> None:
+        return None
+
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and on self; returns self."""
         for m in self.children():

@@ -176,11 +176,11 @@ class Adam(Optimizer):
             vmax[...] = xp.maximum(vmax.data, v.data)
             v = vmax
         denom = xp.sqrt(v.data)
-        denom /= math.sqrt(1.0 - b2**step)
+        denom /= _as_factor(_sqrt(1.0 - b2**step), p.data)
         denom += eps
         q = m.data / denom
         del denom
-        q *= lr / (1.0 - b1**step)
+        q *= _as_factor(lr / (1.0 - b1**step), p.data)
         p -= q
 
 
@@ -321,3 +321,18 @@ class Adagrad(Optimizer):
         del g, std
         q *= sign * clr
         p -= q
+
+
+def _sqrt(v: Any) -> Any:
+    """``math.sqrt`` of a Python number; ``xp.sqrt`` of a 0-d array (a step count xg.jit traces)."""
+    if isinstance(v, float):
+        return math.sqrt(v)
+    return backend_namespace(v).sqrt(v)
+
+
+def _as_factor(v: Any, like: Any) -> Any:
+    """A scalar factor for ``like``'s dtype: a Python float as it is; a 0-d array cast to
+    ``like``'s dtype (as the float would be), so that the update keeps its dtype and values."""
+    if isinstance(v, float):
+        return v
+    return backend_namespace(v).astype(v, like.dtype)

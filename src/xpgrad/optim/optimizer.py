@@ -110,6 +110,44 @@ class Optimizer:
             msg = f"{type(self).__name__}: lr must be a non-negative number, got {lr!r}"
             raise XpgradValueError(msg)
 
+    # ------------------------------------------------------------------ xg.jit's view of an optimizer
+    def _jit_state(self) -> tuple[Any, list[Tensor]]:
+        """(static part of xg.jit's signature, the tensors a call reads and may rebind).
+
+        The hyperparameters are static (a new learning rate traces again); the state's
+        arrays are read and written back by each call, and its numbers (Adam's step) are
+        0-d arrays of the program, so that the step count does not trace again.
+        """
+        groups = tuple(tuple((k, _frozen(v)) for k, v in g.items() if k != "params") for g in self.param_groups)
+        tensors: list[Tensor] = [p for g in self.param_groups for p in g["params"]]
+        for st in self.state.values():
+            tensors.extend(v for v in st.values() if isinstance(v, Tensor))
+        return (type(self), groups, self._jit_structure()), tensors
+
+    def _jit_structure(self) -> Any:
+        return tuple((k, tuple((n, "Tensor" if isinstance(v, Tensor) else "number") for n, v in st.items()))
+                     for k, st in self.state.items())
+
+    def _jit_numbers(self) -> list[Any]:
+        out = []
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state.get(id(p))
+                if st:
+                    out.extend((st, n, p) for n, v in st.items()
+                               if not isinstance(v, (Tensor, bool)) and (isinstance(v, (int, float)) or hasattr(v, "shape")))
+        return out
+
+    def _jit_count(self) -> int:
+        return self._unpersisted_steps
+
+    def _jit_replayed(self, count: int) -> None:
+        """After a replayed xg.jit call that made ``count`` steps: Dask's persist, as step() does."""
+        if self.persist_every is not None and _lazy.loaded():
+            self._unpersisted_steps += count
+            if self._unpersisted_steps >= self.persist_every:
+                self.persist()
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (default) or to zeros."""
         for g in self.param_groups:
@@ -285,3 +323,13 @@ class Optimizer:
 
 def _is_floating(v: Any) -> bool:
     return is_float((v.data if isinstance(v, Tensor) else v).dtype)
+
+
+def _frozen(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_frozen(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v

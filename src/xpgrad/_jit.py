@@ -1,0 +1,875 @@
+"""``xg.jit``: trace a function once, then replay its forward and backward with no tape.
+
+The first call with a new *signature* traces: every array argument becomes a
+:class:`~xpgrad._tracing.Tracer`, ``f`` runs once (its forward, the backward rules of any
+``grad``/``backward`` inside it, optimizer updates), and each backend call is recorded.
+The result is a :class:`Program`: a straight-line Python function of backend calls, with
+each intermediate deleted at its last use and, on NumPy, elementwise results written
+into a dead buffer of their shape and dtype. Later calls with the same signature run the
+program on the raw arrays: no Tensor, no Node, no version counter, no dispatch per op.
+On JAX arrays the program runs under ``jax.jit`` (XLA); with ``compile="torch"`` it is
+handed to ``torch.compile``; NumPy, array-api-strict, CuPy and Dask replay it.
+
+The signature: the structure of the arguments; each array's library, shape, dtype,
+device (and NumPy strides, which decide which results are views); each Tensor's
+``requires_grad`` and whether it has a ``.grad``; the values of static arguments and of
+Python scalars; Modules (their identity and train/eval flags) and optimizers (their
+identity, hyperparameters and which state they hold); the default-device policy; grad
+and anomaly modes.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import linecache
+import math
+import operator
+import threading
+import types
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import array_api_compat
+import numpy as np
+
+from . import _tracing
+from ._dispatch import backend_namespace
+from ._exceptions import NonDifferentiableError, XpgradTypeError, XpgradValueError
+from ._policy import current_policy
+from ._tracing import TRACE, Instruction, Trace, Tracer
+from .autograd import _core
+from .autograd._anomaly import ANOMALY
+from .autograd._grad_mode import GRAD_ENABLED
+from .autograd._tensor import Tensor
+
+__all__ = ["CacheInfo", "Jitted", "Program", "jit"]
+
+
+class CacheInfo(NamedTuple):
+    """What a jitted function's cache holds: ``traces`` counts every trace (retraces included)."""
+
+    hits: int
+    traces: int
+    maxsize: int
+    currsize: int
+
+
+# ---------------------------------------------------------------- arguments: flattening
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
+
+
+def _array_key(a: Any) -> Any:
+    t = type(a)
+    if t is np.ndarray:
+        return (t, a.shape, a.dtype, a.strides)
+    if t is Tracer:  # (jit inside jit: the inner one is inlined before this)
+        return (t, a.shape, a.dtype)
+    dev = array_api_compat.device(a)
+    try:
+        hash(dev)
+    except TypeError:
+        dev = str(dev)
+    return (t, tuple(a.shape), a.dtype, dev)
+
+
+def _is_raw_array(x: Any) -> bool:
+    return not isinstance(x, (*_SCALARS, type)) and array_api_compat.is_array_api_obj(x) and not isinstance(x, Tensor)
+
+
+def _freeze(v: Any, who: str) -> Any:
+    """A hashable stand-in for a static value (lists become tuples); refuses arrays."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_freeze(x, who) for x in v))
+    if isinstance(v, dict):
+        return (dict, tuple((k, _freeze(x, who)) for k, x in v.items()))
+    if isinstance(v, Tensor) or _is_raw_array(v):
+        msg = f"{who}: an array cannot be a static value (its value would be baked into the program)"
+        raise XpgradValueError(msg)
+    try:
+        hash(v)
+    except TypeError:
+        msg = f"{who}: a static value must be hashable, got {type(v).__name__} {v!r}"
+        raise XpgradTypeError(msg) from None
+    return (type(v), v)
+
+
+class _Flat:
+    """One call's arguments, flattened: the signature key, the array leaves and the state."""
+
+    __slots__ = ("key", "leaves", "objects", "tensors")
+
+    def __init__(self) -> None:
+        self.leaves: list[Any] = []  # raw arrays passed as such (their position in the program's inputs)
+        self.tensors: dict[int, Tensor] = {}  # every Tensor the call hands over, by id
+        self.objects: list[Any] = []  # Modules and optimizers
+        self.key: list[Any] = []
+
+
+def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
+    """Append ``obj``'s signature to ``flat.key``; return its template (leaves replaced by markers)."""
+    key = flat.key
+    if isinstance(obj, Tensor):
+        if obj._fw or getattr(obj, "_inner", None) is not None or (obj._node is not None and GRAD_ENABLED.get()):
+            # forward mode, vmap, or a graph that reaches outside the call: f runs as it is
+            raise _Eager
+        ts = flat.tensors
+        if id(obj) not in ts:
+            ts[id(obj)] = obj
+        key.append(("T", list(ts).index(id(obj))))
+        return obj
+    t = type(obj)
+    if t is tuple or t is list:
+        key.append((t, len(obj)))
+        return t(_flatten(o, flat, who) for o in obj)
+    if t is dict:
+        key.append((dict, tuple(obj)))
+        return {k: _flatten(v, flat, who) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        key.append((t, len(obj)))
+        return t(*(_flatten(o, flat, who) for o in obj))
+    if isinstance(obj, _SCALARS):
+        key.append((t, obj))
+        return obj
+    if _is_raw_array(obj):
+        if type(obj) is Tracer:
+            raise _Eager
+        key.append(_array_key(obj))
+        flat.leaves.append(obj)
+        return _Leaf(len(flat.leaves) - 1)
+    jit_state = getattr(obj, "_jit_state", None)
+    if jit_state is not None:
+        flat.objects.append(obj)
+        static, tensors = jit_state()
+        key.append((id(obj), static))
+        for tt in tensors:
+            flat.tensors.setdefault(id(tt), tt)
+        return obj
+    if getattr(obj, "_xg_batched", False):
+        raise _Eager
+    key.append(_freeze(obj, who))
+    return obj
+
+
+class _Leaf:
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+
+class _Eager(Exception):  # noqa: N818 - (a signal: this call runs f eagerly, not an error)
+    pass
+
+
+def _rebuild(tmpl: Any, leaves: Sequence[Any]) -> Any:
+    t = type(tmpl)
+    if t is _Leaf:
+        return leaves[tmpl.i]
+    if t is tuple or t is list:
+        return t(_rebuild(o, leaves) for o in tmpl)
+    if t is dict:
+        return {k: _rebuild(v, leaves) for k, v in tmpl.items()}
+    if isinstance(tmpl, tuple) and hasattr(tmpl, "_fields"):
+        return t(*(_rebuild(o, leaves) for o in tmpl))
+    return tmpl
+
+
+# ---------------------------------------------------------------- state cells
+def _is_integer(v: Any) -> bool:
+    """Whether a state number (a Python number or a 0-d array written back by a replay) counts in integers."""
+    if isinstance(v, (bool, int)):
+        return True
+    return "int" in str(getattr(v, "dtype", ""))
+
+
+class _Cells:
+    """The arrays a call reads and may rebind besides its array arguments: Tensor data,
+    gradients, optimizer state numbers. Each is one input of the program and, if the call
+    changes it, one output written back."""
+
+    def __init__(self, flat: _Flat) -> None:
+        self.tensors = list(flat.tensors.values())
+        grads = []
+        for t in self.tensors:
+            g = t.grad
+            if isinstance(g, Tensor) and id(g) not in flat.tensors:
+                grads.append(g)
+        self.grad_tensors = grads  # gradients held now: their data are inputs too
+        self.numbers: list[tuple[dict[str, Any], str, Any]] = []  # (dict, key, a Tensor the number lives beside)
+        for o in flat.objects:
+            self.numbers.extend(o._jit_numbers())
+
+    def key(self) -> tuple[Any, ...]:
+        k: list[Any] = []
+        for t in self.tensors:
+            g = t.grad
+            k.append((type(t), t._requires_grad, t._node is not None, _array_key(t.data),
+                      None if g is None else _array_key(g.data)))
+        for d, name, _ in self.numbers:
+            k.append((name, _is_integer(d[name])))
+        return tuple(k)
+
+
+# ---------------------------------------------------------------- the program
+class Program:
+    """A traced program: a straight-line function of backend calls.
+
+    ``str(program)`` is its readable listing; :attr:`source` the Python it runs;
+    :attr:`instructions` the recorded calls; :attr:`inputs`/:attr:`outputs` name what it
+    reads and gives back. ``xg.viz.draw_program(program)`` draws it.
+    """
+
+    def __init__(self, trace: Trace, outputs: list[Any], donated: set[int], name: str, reuse: bool) -> None:
+        self.name = name
+        self.input_slots = list(trace.inputs)
+        self.output_slots = outputs  # a slot per output (int), or ("const", value)
+        self.stateful = trace.stateful
+        self.instructions = _dead_code(trace.instructions, outputs)
+        self._const: dict[str, Any] = {}
+        names = {s: f"a{k}" for k, s in enumerate(self.input_slots)}
+        self._names = names
+        self._out_into = _reuse_plan(trace, self.instructions, outputs, donated) if reuse else {}
+        self.source = self._codegen(trace)
+        self.fn = self._compile()
+
+    # ---------------------------------------------------------------- code generation
+    def _name(self, s: int) -> str:
+        return self._names.get(s) or f"v{s}"
+
+    def _const_expr(self, v: Any) -> str:
+        t = type(v)
+        if v is None or t is bool or t is int or t is str:
+            return repr(v)
+        if t is float and math.isfinite(v):
+            return repr(v)
+        if v is Ellipsis:
+            return "..."
+        if t is tuple:
+            return "(" + "".join(self._expr(x) + ", " for x in v) + ")"
+        if t is list:
+            return "[" + ", ".join(self._expr(x) for x in v) + "]"
+        if t is slice:
+            return f"slice({self._expr(v.start)}, {self._expr(v.stop)}, {self._expr(v.step)})"
+        if t is dict:
+            return "{" + ", ".join(f"{k!r}: {self._expr(x)}" for k, x in v.items()) + "}"
+        name = f"k{len(self._const)}"
+        self._const[name] = v
+        return name
+
+    def _expr(self, v: Any) -> str:
+        if type(v) is Tracer:
+            return self._name(v._i)
+        return self._const_expr(v)
+
+    def _codegen(self, trace: Trace) -> str:
+        self._fns: dict[int, str] = {}
+        last = _last_uses(self.instructions, self.output_slots)
+        lines = [f"def {_ident(self.name)}({', '.join(self._names[s] for s in self.input_slots)}):"]
+        for i, ins in enumerate(self.instructions):
+            fname = self._fns.get(id(ins.fn))
+            if fname is None:
+                fname = f"f{len(self._fns)}_{_ident(ins.name.split('.')[-1].split(' ')[0])}"
+                self._fns[id(ins.fn)] = fname
+                self._const[fname] = ins.fn
+            args = [self._expr(a) for a in ins.args] + [f"{k}={self._expr(v)}" for k, v in ins.kwargs.items()]
+            into = self._out_into.get(i)
+            if into is not None:
+                args.append(f"out={self._name(into)}")
+            call = f"{fname}({', '.join(args)})"
+            if not ins.outs:
+                lines.append(f"    {call}")
+            elif ins.unpack:
+                lines.append(f"    {', '.join(self._name(o) for o in ins.outs)}, = {call}")
+            else:
+                lines.append(f"    {self._name(ins.outs[0])} = {call}")
+            dead = [s for s, j in last.items() if j == i]
+            if dead:
+                lines.append(f"    del {', '.join(self._name(s) for s in sorted(dead))}")
+        outs = [self._name(o) if isinstance(o, int) else self._const_expr(o[1]) for o in self.output_slots]
+        lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
+        return "\n".join(lines) + "\n"
+
+    def _compile(self) -> Callable[..., tuple[Any, ...]]:
+        filename = f"<xpgrad.jit {self.name} #{id(self):x}>"
+        code = compile(self.source, filename, "exec")
+        linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
+        glb: dict[str, Any] = dict(self._const)
+        glb["__builtins__"] = __builtins__
+        exec(code, glb)  # noqa: S102 - (the program's own source, generated above)
+        return glb[_ident(self.name)]  # type: ignore[no-any-return]
+
+    # ---------------------------------------------------------------- reading it
+    @property
+    def inputs(self) -> list[str]:
+        """The program's parameters, in order."""
+        return [self._names[s] for s in self.input_slots]
+
+    @property
+    def outputs(self) -> list[str]:
+        """What it returns, in order (value names, or constants)."""
+        return [self._name(o) if isinstance(o, int) else repr(o[1]) for o in self.output_slots]
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def __str__(self) -> str:
+        out = [f"program {self.name}({', '.join(self.inputs)}): {len(self.instructions)} calls"]
+        last = _last_uses(self.instructions, self.output_slots)
+        for i, ins in enumerate(self.instructions):
+            args = [self._show(a) for a in ins.args] + [f"{k}={self._show(v)}" for k, v in ins.kwargs.items()]
+            into = self._out_into.get(i)
+            if into is not None:
+                args.append(f"out={self._name(into)}")
+            call = f"{ins.name}({', '.join(args)})"
+            if ins.writes is not None:
+                out.append(f"  {call}    # updates {self._name(ins.writes)} in place")
+            else:
+                lhs = ", ".join(self._name(o) for o in ins.outs)
+                out.append(f"  {lhs} = {call}")
+            dead = sorted(s for s, j in last.items() if j == i)
+            if dead:
+                out[-1] += f"    # frees {', '.join(self._name(s) for s in dead)}"
+        out.append(f"  return {', '.join(self.outputs)}")
+        return "\n".join(out)
+
+    def _show(self, v: Any) -> str:
+        if type(v) is Tracer:
+            return f"{self._name(v._i)}:{_dtype_str(v.dtype)}{list(v.shape)}"
+        if isinstance(v, (tuple, list)):
+            inner = ", ".join(self._show(x) for x in v)
+            return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+        if _is_raw_array(v):
+            return f"<constant {_dtype_str(v.dtype)}{list(v.shape)}>"
+        r = repr(v)
+        return r if len(r) < 60 else r[:57] + "..."
+
+    def __repr__(self) -> str:
+        return f"<xpgrad.jit Program {self.name}: {len(self.instructions)} calls, {len(self.input_slots)} inputs>"
+
+
+def _dtype_str(dt: Any) -> str:
+    s = str(dt)
+    return s.rsplit(".", 1)[-1]
+
+
+def _ident(s: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in s)
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+def _dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+    live = {o for o in outputs if isinstance(o, int)}
+    kept: list[Instruction] = []
+    for x in reversed(ins):
+        if x.writes is None and not getattr(x.fn, "_xg_stateful", False) and not any(o in live for o in x.outs):
+            continue
+        kept.append(x)
+        for t in _tracing._tracers_in((x.args, x.kwargs)):
+            live.add(t._i)
+    kept.reverse()
+    return kept
+
+
+def _last_uses(ins: list[Instruction], outputs: list[Any]) -> dict[int, int]:
+    """slot -> index of the instruction that reads it last (slots returned are never freed)."""
+    last: dict[int, int] = {}
+    for i, x in enumerate(ins):
+        for t in _tracing._tracers_in((x.args, x.kwargs)):
+            last[t._i] = i
+        for o in x.outs:
+            last.setdefault(o, i)  # (a result nobody reads: freed at once)
+    for o in outputs:
+        if isinstance(o, int):
+            last.pop(o, None)
+    return last
+
+
+# NumPy's elementwise functions that allocate a fresh result unless given out=
+_OP_UFUNC = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+             operator.truediv: np.true_divide, operator.pow: np.power, operator.neg: np.negative}
+
+
+def _reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated: set[int]) -> dict[int, int]:
+    """NumPy only: instruction index -> a dead buffer its result is written into (out=)."""
+    w = trace.witness
+    n_in = set(trace.inputs)
+    # buffers the program owns outright: fresh results of ufuncs, never viewed
+    owned: set[int] = set()
+    viewed: set[int] = set()
+    by_id = {id(x): s for s, x in enumerate(w)}
+    for x in ins:
+        for o in x.outs:
+            wo = w[o]
+            if type(wo) is np.ndarray and wo.base is not None:
+                b = by_id.get(id(wo.base))
+                if b is not None:
+                    viewed.add(b)
+            if type(wo) is np.ndarray and wo.base is None and (isinstance(x.fn, np.ufunc) or x.fn in _OP_UFUNC):
+                owned.add(o)
+        if x.writes is not None:
+            viewed.add(x.writes)  # (written in place: keep it simple, never reused)
+    owned |= {s for s in donated if type(w[s]) is np.ndarray and w[s].base is None}
+    out_slots = {o for o in outputs if isinstance(o, int)}
+    last = _last_uses(ins, outputs)
+    plan: dict[int, int] = {}
+    for i, x in enumerate(ins):
+        if x.kwargs or len(x.outs) != 1 or x.writes is not None:
+            continue
+        uf = x.fn if isinstance(x.fn, np.ufunc) else _OP_UFUNC.get(x.fn)
+        if uf is None or uf.nout != 1 or len(x.args) != uf.nin:
+            continue
+        wo = w[x.outs[0]]
+        if type(wo) is not np.ndarray:
+            continue
+        for a in x.args:
+            if type(a) is not Tracer:
+                continue
+            s = a._i
+            if (s in owned and s not in viewed and s not in out_slots and last.get(s) == i
+                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype):
+                plan[i] = s
+                break
+        if i in plan:
+            x.fn = uf  # (operator.add on two ndarrays is np.add: same values, and it takes out=)
+    return plan
+
+
+# ---------------------------------------------------------------- one cached trace
+class _Entry:
+    """One signature's program, with how to feed it and where its results go."""
+
+    __slots__ = ("bumps", "compiled", "counts", "grad_cells", "n_leaves", "new_grads", "number_cells", "out_tmpl",
+                 "program", "rebind", "run", "tensor_cells")
+
+    def __init__(self) -> None:
+        self.run: Callable[..., tuple[Any, ...]] = _unset
+
+
+def _unset(*a: Any) -> Any:
+    raise AssertionError
+
+
+class Jitted:
+    """A function compiled by :func:`jit`: call it like the function; see :func:`jit`."""
+
+    def __init__(self, f: Callable[..., Any], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
+                 donate_argnums: tuple[int, ...], compile: str | None, cache_size: int) -> None:  # noqa: A002
+        self.f = f
+        self.static_argnums = static_argnums
+        self.static_argnames = static_argnames
+        self.donate_argnums = donate_argnums
+        self.compile = compile
+        self.cache_size = cache_size
+        self._cache: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._traces = 0
+        self._name = getattr(f, "__name__", type(f).__name__)
+        functools.update_wrapper(self, f)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else types.MethodType(self, obj)
+
+    # ---------------------------------------------------------------- the cache
+    def clear_cache(self) -> None:
+        """Forget every traced program (the next call traces again)."""
+        with self._lock:
+            self._cache.clear()
+
+    def cache_info(self) -> CacheInfo:
+        """``(hits, traces, maxsize, currsize)``: calls replayed, traces made (retraces included), the bound, the size now."""
+        return CacheInfo(self._hits, self._traces, self.cache_size, len(self._cache))
+
+    # ---------------------------------------------------------------- calling
+    def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Flat, Any, Any]:
+        flat = _Flat()
+        who = f"jit({self._name})"
+        targs: list[Any] = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                flat.key.append(("static", _freeze(a, who)))
+                targs.append(a)
+            else:
+                targs.append(_flatten(a, flat, who))
+        tkw: dict[str, Any] = {}
+        for k, v in kwargs.items():
+            flat.key.append(("kw", k))
+            if k in self.static_argnames:
+                flat.key.append(("static", _freeze(v, who)))
+                tkw[k] = v
+            else:
+                tkw[k] = _flatten(v, flat, who)
+        return flat, targs, tkw
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if TRACE.get() is not None or _core._vmap_open:
+            # inside another jit (it is inlined into the outer program) or vmap: f itself
+            return self.f(*args, **kwargs)
+        try:
+            flat, targs, tkw = self._split(args, kwargs)
+        except _Eager:
+            return self.f(*args, **kwargs)
+        cells = _Cells(flat)
+        p = current_policy()
+        key = (tuple(flat.key), cells.key(), id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+        if entry is None:
+            return self._trace_call(key, flat, cells, targs, tkw, keep=True)[0]
+        return _replay(entry, flat, cells)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Program:
+        """Trace ``f`` on these arguments and return its :class:`Program` (nothing is cached; arguments are not changed).
+
+        Examples:
+            >>> import numpy as np, xpgrad as xg
+            >>> prog = xg.jit(lambda x: xg.sum(xg.sin(x) * 2.0)).trace(np.ones(3))
+            >>> print(prog)  # doctest: +ELLIPSIS
+            program <lambda>(a0): 3 calls
+              v1 = numpy.sin(a0:float64[3])    # frees a0...
+              ...
+        """
+        copies = _copy_args(args), {k: _copy_args(v) for k, v in kwargs.items()}
+        try:
+            flat, targs, tkw = self._split(*copies)
+        except _Eager:
+            msg = f"jit({self._name}).trace: cannot trace inside vmap or forward mode"
+            raise XpgradValueError(msg) from None
+        cells = _Cells(flat)
+        snap = _snapshot(cells)
+        try:
+            return self._trace_call(None, flat, cells, targs, tkw, keep=False)[1]
+        finally:
+            _restore(cells, snap)
+
+    lower = trace
+
+    def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *, keep: bool) -> tuple[Any, Program]:
+        trace = Trace(self._name)
+        entry = _Entry()
+        token = TRACE.set(trace)
+        swapped: list[tuple[Tensor, Any]] = []
+        versions = [t._version[0] for t in cells.tensors]
+        before_structure = [o._jit_structure() for o in flat.objects]
+        steps = [o._jit_count() for o in flat.objects]
+        try:
+            leaf_tracers = []
+            for a in flat.leaves:
+                leaf_tracers.append(trace.input(a, backend_namespace(a), "an argument"))
+            tensor_in = []
+            for t in cells.tensors:
+                swapped.append((t, t.data))
+                tr = trace.input(t.data, backend_namespace(t.data), "a Tensor argument")
+                tensor_in.append(tr)
+                t.data = tr
+            grad_in = []
+            for g in cells.grad_tensors:
+                swapped.append((g, g.data))
+                tr = trace.input(g.data, backend_namespace(g.data), "a gradient")
+                grad_in.append(tr)
+                g.data = tr
+            grads0 = [t.grad for t in cells.tensors]
+            number_in = []
+            for d, name, like in cells.numbers:
+                xp = backend_namespace(like.data._w)
+                v = d[name]
+                w = xp.asarray(v, dtype=xp.int64 if _is_integer(v) else xp.float64, device=array_api_compat.device(like.data._w))
+                tr = trace.input(w, backend_namespace(w), f"the optimizer state {name!r}")
+                number_in.append((v, tr))
+                d[name] = tr
+            args = _rebuild(targs, leaf_tracers)
+            kw = _rebuild(tkw, leaf_tracers)
+            out = self.f(*args, **kw)
+            outputs: list[Any] = []
+            out_tmpl = _out_template(out, outputs, flat.tensors, self._name)
+            # what the call changed: rebound Tensor data, new gradients, state numbers
+            rebind: list[tuple[Tensor, int]] = []
+            for t, tr in zip(cells.tensors, tensor_in):
+                if t.data is not tr:
+                    rebind.append((t, _slot(t.data, outputs, f"{self._name}: a Tensor argument's new value")))
+            for g, tr in zip(cells.grad_tensors, grad_in):
+                if g.data is not tr:
+                    rebind.append((g, _slot(g.data, outputs, f"{self._name}: a gradient")))
+            new_grads: list[tuple[int, Any]] = []
+            for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
+                g = t.grad
+                if g is not g0:
+                    new_grads.append((i, None if g is None else _slot(g.data, outputs, f"{self._name}: a gradient")))
+            numbers = [(k, _slot(d[name], outputs, f"{self._name}: optimizer state")) for k, (d, name, _) in
+                       enumerate(cells.numbers)]
+        finally:
+            TRACE.reset(token)
+            # the arguments hold the first call's values (the witnesses): this call was one eager run
+            for obj in (*cells.tensors, *cells.grad_tensors):
+                if type(obj.data) is Tracer:
+                    obj.data = obj.data._w
+            for t in [*cells.tensors, *(t for o in flat.objects for t in o._jit_state()[1])]:
+                if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
+                    t.data = t.data._w
+                g = t.grad
+                if g is not None and type(g.data) is Tracer:
+                    g.data = g.data._w
+            for d, name, _ in cells.numbers:
+                if type(d[name]) is Tracer:
+                    d[name] = d[name]._w
+        with self._lock:
+            self._traces += 1
+        donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
+        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
+        program = Program(trace, outputs, donated, self._name, reuse)
+        entry.program = program
+        entry.out_tmpl = out_tmpl
+        entry.n_leaves = len(flat.leaves)
+        entry.rebind = [(cells_index(cells, t), s) for t, s in rebind]
+        entry.new_grads = new_grads
+        entry.number_cells = numbers
+        entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
+        entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
+        entry.run = _backend_runner(program, trace, self.compile, donated)
+        # the first call's result: the program's outputs as the trace computed them
+        result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs))
+        cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
+        if cacheable:
+            with self._lock:
+                self._cache[key] = entry
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return result, program
+
+
+def cells_index(cells: _Cells, t: Tensor) -> tuple[int, int]:
+    for i, x in enumerate(cells.tensors):
+        if x is t:
+            return (0, i)
+    for i, x in enumerate(cells.grad_tensors):
+        if x is t:
+            return (1, i)
+    raise AssertionError
+
+
+def _slot(v: Any, outputs: list[Any], what: str) -> int:
+    outputs.append(v._i if type(v) is Tracer else ("const", v))  # (a constant: made with no traced input)
+    return len(outputs) - 1
+
+
+def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) -> list[int]:
+    if i >= len(targs):
+        return []
+    found: list[int] = []
+
+    def walk(t: Any) -> None:
+        if type(t) is _Leaf:
+            found.append(leaf_tracers[t.i]._i)
+        elif isinstance(t, (list, tuple)):
+            for x in t:
+                walk(x)
+        elif isinstance(t, dict):
+            for x in t.values():
+                walk(x)
+
+    walk(targs[i])
+    return found
+
+
+def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor], name: str) -> Any:
+    if isinstance(out, Tensor):
+        if id(out) in tensors:
+            return ("same", out)
+        return ("tensor", _slot(out.data, outputs, name), out._requires_grad)
+    if type(out) is Tracer:
+        return ("raw", _slot(out, outputs, name))
+    t = type(out)
+    if t is tuple or t is list:
+        return (t, [_out_template(o, outputs, tensors, name) for o in out])
+    if t is dict:
+        return (dict, {k: _out_template(v, outputs, tensors, name) for k, v in out.items()})
+    if isinstance(out, tuple) and hasattr(out, "_fields"):
+        return (t, [_out_template(o, outputs, tensors, name) for o in out])
+    return ("const", out)
+
+
+def _build_out(tmpl: Any, res: tuple[Any, ...]) -> Any:
+    kind = tmpl[0]
+    if kind == "tensor":
+        if tmpl[2] and GRAD_ENABLED.get():
+            return _jit_output(res[tmpl[1]])
+        return Tensor(res[tmpl[1]])
+    if kind == "raw":
+        return res[tmpl[1]]
+    if kind == "same":
+        return tmpl[1]
+    if kind == "const":
+        return tmpl[1]
+    if kind is dict:
+        return {k: _build_out(v, res) for k, v in tmpl[1].items()}
+    items = [_build_out(o, res) for o in tmpl[1]]
+    if kind is tuple or kind is list:
+        return kind(items)
+    return kind(*items)
+
+
+_NO_VJP = _core.Primitive("jit", lambda xp, x: x)
+
+
+def _no_vjp(*a: Any, **k: Any) -> Any:
+    msg = (
+        "backward through the result of an xg.jit function: the replayed program keeps no tape. "
+        "Differentiate inside the jitted function instead (xg.jit(xg.grad(f)), or call backward() and "
+        "the optimizer step inside it)"
+    )
+    raise NonDifferentiableError(msg)
+
+
+_NO_VJP.defvjp(_no_vjp)
+
+
+def _jit_output(raw: Any) -> Tensor:
+    """A result that required grad when traced: it still says so, and backward through it raises."""
+    src = Tensor(raw, requires_grad=True)
+    return _core.apply(_NO_VJP, (src,), {})  # type: ignore[no-any-return]
+
+
+def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
+    ins = list(flat.leaves)
+    ins += [t.data for t in cells.tensors]
+    ins += [g.data for g in cells.grad_tensors]
+    ins += [d[n] for d, n, _ in cells.numbers]
+    res = entry.run(*ins)
+    for (kind, i), s in entry.rebind:
+        (cells.tensors if kind == 0 else cells.grad_tensors)[i].data = _val(res, entry, s)
+    for i, s in entry.new_grads:
+        t = cells.tensors[i]
+        t.grad = None if s is None else Tensor(_val(res, entry, s))
+    for i, s in entry.number_cells:
+        d, n, _ = cells.numbers[i]
+        d[n] = _val(res, entry, s)
+    for i, b in entry.bumps:
+        cells.tensors[i]._version[0] += b
+    for o, c in zip(flat.objects, entry.counts):
+        if c:
+            o._jit_replayed(c)
+    return _build_out(entry.out_tmpl, res)
+
+
+def _val(res: tuple[Any, ...], entry: _Entry, s: int) -> Any:
+    return res[s]
+
+
+
+def _backend_runner(program: Program, trace: Trace, compile: str | None, donated: set[int]) -> Callable[..., Any]:  # noqa: A002
+    """How the program runs: under jax.jit on JAX arrays, torch.compile when asked, else replayed."""
+    fn = program.fn
+    ws = [trace.witness[s] for s in trace.inputs]
+    libs = {type(w).__module__.split(".")[0] for w in ws if hasattr(w, "shape")}
+    if libs <= {"jax", "jaxlib"} and libs and not program.stateful:
+        import jax  # noqa: PLC0415 - (JAX is loaded: its arrays are here)
+
+        pos = [k for k, s in enumerate(trace.inputs) if s in donated]
+        return jax.jit(fn, donate_argnums=tuple(pos))  # type: ignore[no-any-return]
+    if compile == "torch":
+        if libs != {"torch"}:
+            msg = f"jit(compile='torch'): the arguments are {sorted(libs)} arrays, not torch's"
+            raise XpgradValueError(msg)
+        import torch  # noqa: PLC0415
+
+        return torch.compile(fn, dynamic=False)  # type: ignore[no-any-return]
+    if compile is not None:
+        msg = f"jit: compile must be None or 'torch', got {compile!r}"
+        raise XpgradValueError(msg)
+    return fn
+
+
+def _copy_args(x: Any) -> Any:
+    if isinstance(x, Tensor) or not _is_raw_array(x):
+        return x
+    return x  # (raw arrays: trace() runs f on them, but nothing is written into an argument by f unless it does so itself)
+
+
+def _snapshot(cells: _Cells) -> list[Any]:
+    return ([t.data for t in cells.tensors], [t.grad for t in cells.tensors], [g.data for g in cells.grad_tensors],
+            [d[n] for d, n, _ in cells.numbers], [t._version[0] for t in cells.tensors])
+
+
+def _restore(cells: _Cells, snap: Any) -> None:
+    datas, grads, gdatas, nums, vers = snap
+    for t, d, g, v in zip(cells.tensors, datas, grads, vers):
+        t.data = d
+        t.grad = g
+        t._version[0] = v
+    for g, d in zip(cells.grad_tensors, gdatas):
+        g.data = d
+    for (d, n, _), v in zip(cells.numbers, nums):
+        d[n] = v
+
+
+def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        compile: str | None = None, cache_size: int = 64) -> Any:  # noqa: A002
+    """Trace ``f`` once per signature, then replay its program of backend calls with no tape.
+
+    ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
+    ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
+    new signature runs ``f`` once on tracers (see :mod:`xpgrad._tracing`) and returns its
+    results; later calls run the recorded program. Modules and optimizers passed as
+    arguments are state: their parameters, buffers, gradients and optimizer state are read
+    and written back by each call. Python scalars are static (a new value traces again).
+
+    Args:
+        f: the function (``jit`` also works as a decorator, with or without arguments).
+        static_argnums: positions of arguments that are static: hashed into the signature
+            and passed to ``f`` as they are (a new value traces again).
+        static_argnames: names of keyword arguments that are static.
+        donate_argnums: positions of array arguments the program may overwrite (NumPy:
+            their buffers hold intermediate results; JAX: ``jax.jit``'s donation).
+        compile: ``"torch"`` hands the program of torch arrays to ``torch.compile``;
+            None replays it (JAX arrays always run under ``jax.jit``).
+        cache_size: how many signatures are kept (least recently used dropped first).
+
+    Returns:
+        A :class:`Jitted` callable with ``trace(*args)`` (the :class:`Program`),
+        ``clear_cache()`` and ``cache_info()``.
+
+    Raises:
+        ConcretizationError: ``f`` reads a traced value in Python (``if``, ``float``,
+            ``item``...) or asks for a shape that depends on values; the message names the
+            operation and the line.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> def loss(w, x):
+        ...     return xg.sum(xg.tanh(x @ w) ** 2)
+        >>> step = xg.jit(xg.grad(loss))
+        >>> w, x = np.ones((3, 2)), np.full((4, 3), 0.1)
+        >>> bool(np.allclose(step(w, x), xg.grad(loss)(w, x)))
+        True
+        >>> step(w, x).shape, step.cache_info().traces
+        ((3, 2), 1)
+    """
+    if f is None:
+        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, compile=compile, cache_size=cache_size)
+    if not callable(f):
+        msg = f"jit: expected a function, got {type(f).__name__} {f!r}"
+        raise XpgradTypeError(msg)
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    for label, vals in (("static_argnums", nums), ("donate_argnums", donate)):
+        for v in vals:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                msg = f"jit: {label} must hold non-negative ints, got {v!r}"
+                raise XpgradValueError(msg)
+    if set(nums) & set(donate):
+        msg = f"jit: an argument cannot be both static and donated: {sorted(set(nums) & set(donate))}"
+        raise XpgradValueError(msg)
+    if not isinstance(cache_size, int) or cache_size < 1:
+        msg = f"jit: cache_size must be a positive int, got {cache_size!r}"
+        raise XpgradValueError(msg)
+    if compile not in (None, "torch"):
+        msg = f"jit: compile must be None or 'torch', got {compile!r}"
+        raise XpgradValueError(msg)
+    return Jitted(f, nums, names, donate, compile, cache_size)

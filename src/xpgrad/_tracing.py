@@ -1,0 +1,553 @@
+"""Tracing for :func:`xpgrad.jit`: arrays that record what is done to them.
+
+A :class:`Tracer` stands for one array of a function that ``jit`` traces. It knows its
+shape, dtype, device and library; every call made on it (a function of its namespace,
+an operator, indexing, an in-place update) is recorded as one instruction of a
+:class:`Trace`, a straight-line program of backend calls. Reading its *value* (``bool``,
+``float``, ``int``, ``item``, ``tolist``, ``__array__``, DLPack, a Python ``if``) raises
+:class:`~xpgrad.ConcretizationError`, naming the operation and the line, because the
+value differs from call to call and a program that branched on it would be silently
+wrong on the next call. So do functions whose result's *shape* depends on the values
+(``nonzero``, ``unique_*``, boolean-mask indexing, ``repeat`` by an array).
+
+How shapes are known. Each tracer carries a *witness*: the array the traced call
+computes (the first call's own values). Every recorded call also runs on the
+witnesses, so result shapes and dtypes are exactly the backend's, for every function of
+every library, with no shape rules to keep; the witness is never read by the program
+and never reaches Python control flow (the value-reading methods raise). The first call
+of a jitted function therefore *is* one eager run, and returns its results.
+
+The namespace of a tracer (``tracer.__array_namespace__()``, and what
+:func:`xpgrad._dispatch.backend_namespace` resolves for it) is a :class:`TracingNamespace`
+over the namespace eager code would use for the witness, so xpgrad's forwards and rules
+record the same backend calls they make eagerly: the replay is bit-identical on NumPy.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import operator
+import os
+import sys
+import types
+from typing import Any
+
+import array_api_compat
+
+from ._exceptions import ConcretizationError
+
+__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "current_trace", "is_tracer", "namespace_of"]
+
+# the trace that arrays created with no input array (creation, random) record into
+TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit_trace", default=None)
+
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep  # .../xpgrad/
+
+
+def current_trace() -> Trace | None:
+    """The trace being recorded in this context, or None."""
+    return TRACE.get()
+
+
+class Instruction:
+    """One backend call of a program: ``outs = fn(*args, **kwargs)``.
+
+    ``args``/``kwargs`` hold :class:`Tracer` objects where the program passes one of its
+    values; ``outs`` is the list of slots the result fills (one, several for a tuple
+    result, or none for a call made for its effect: an in-place update); ``unpack`` says
+    whether the result is a sequence to unpack. ``name`` is the readable name.
+    """
+
+    __slots__ = ("args", "fn", "kwargs", "name", "outs", "unpack", "writes")
+
+    def __init__(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 outs: list[int], unpack: bool, writes: int | None) -> None:
+        self.fn = fn
+        self.name = name
+        self.args = args
+        self.kwargs = kwargs
+        self.outs = outs
+        self.unpack = unpack
+        self.writes = writes  # the slot updated in place (an effect), or None
+
+
+class Trace:
+    """A program being recorded: its inputs, instructions and witnesses (see the module doc)."""
+
+    def __init__(self, func: str) -> None:
+        self.func = func  # the traced function's name, for messages
+        self.instructions: list[Instruction] = []
+        self.witness: list[Any] = []  # slot -> witness
+        self.namespace: list[Any] = []  # slot -> the witness's backend namespace
+        self.inputs: list[int] = []
+        self.stateful = False  # a call that must run at every replay and differs each time (random)
+
+    # ------------------------------------------------------------------ slots
+    def new(self, w: Any, xp: Any, op: str) -> Tracer:
+        i = len(self.witness)
+        self.witness.append(w)
+        self.namespace.append(xp)
+        return Tracer(w, self, i, op)
+
+    def input(self, w: Any, xp: Any, what: str) -> Tracer:
+        t = self.new(w, xp, what)
+        self.inputs.append(t._i)
+        return t
+
+    # ------------------------------------------------------------------ recording
+    def call(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], xp: Any) -> Any:
+        """Run ``fn`` on the witnesses and record it; return the result with tracers for arrays."""
+        wargs = _unwrap(args, self)
+        wkw = {k: _unwrap(v, self) for k, v in kwargs.items()} if kwargs else kwargs
+        out = fn(*wargs, **wkw)
+        return self.record(fn, name, args, kwargs, out, xp, wargs)
+
+    def record(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, xp: Any,
+               wargs: Any = ()) -> Any:
+        """Record ``fn(*args, **kwargs)`` whose witness result is ``out``; return the traced result."""
+        # a result that is an argument's own witness (an update in place, out=, asarray(x)):
+        # the same tracer, and the call is kept for its effect
+        for a in _tracers_in((args, kwargs)):
+            if a._w is out:
+                self.instructions.append(Instruction(fn, name, args, kwargs, [], False, a._i))
+                return a
+        if _is_array(out):
+            t = self.new(out, _namespace_for(out, xp), name)
+            self.instructions.append(Instruction(fn, name, args, kwargs, [t._i], False, None))
+            return t
+        if isinstance(out, (tuple, list)) and out and any(_is_array(o) for o in out):
+            if not all(_is_array(o) for o in out):
+                msg = f"jit: {name} returned a sequence of arrays and other values, which xpgrad cannot trace"
+                raise ConcretizationError(msg)
+            ts = [self.new(o, _namespace_for(o, xp), name) for o in out]
+            self.instructions.append(Instruction(fn, name, args, kwargs, [t._i for t in ts], True, None))
+            if hasattr(out, "_make"):  # a named tuple (eigh, svd, slogdet...)
+                return type(out)._make(ts)
+            return type(out)(ts) if isinstance(out, list) else tuple(ts)
+        # no array: a static answer (a dtype, finfo, a bool of isdtype), not recorded
+        return out
+
+
+def _namespace_for(w: Any, xp: Any) -> Any:
+    try:
+        return _resolve_backend(w)
+    except Exception:  # noqa: BLE001 - (a NumPy scalar of an odd kind): the call's namespace
+        return xp
+
+
+def _is_array(x: Any) -> bool:
+    # (NumPy's float64 and complex128 scalars are arrays here, although they subclass Python's numbers)
+    return (hasattr(x, "shape") and hasattr(x, "dtype") and type(x) not in (bool, int, float, complex)
+            and not isinstance(x, type) and array_api_compat.is_array_api_obj(x))
+
+
+def _tracers_in(obj: Any) -> list[Tracer]:
+    out: list[Tracer] = []
+    _collect(obj, out)
+    return out
+
+
+def _collect(obj: Any, out: list[Tracer]) -> None:
+    if type(obj) is Tracer:
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            _collect(o, out)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _collect(o, out)
+    elif isinstance(obj, slice):
+        _collect((obj.start, obj.stop, obj.step), out)
+
+
+def _unwrap(obj: Any, trace: Trace | None) -> Any:
+    t = type(obj)
+    if t is Tracer:
+        if trace is not None and obj._t is not trace:
+            msg = (
+                f"jit: a traced array of another call of a jitted function ({obj._t.func}) reached "
+                f"{trace.func}: a traced value escaped its trace (kept in a global or a closure?)"
+            )
+            raise ConcretizationError(msg)
+        return obj._w
+    if t is tuple or t is list:
+        return t(_unwrap(o, trace) for o in obj)
+    if t is slice:
+        if any(type(v) is Tracer for v in (obj.start, obj.stop, obj.step)):
+            raise _concrete(obj.start if type(obj.start) is Tracer else obj.stop if type(obj.stop) is Tracer else obj.step,
+                            "a slice bound")
+        return obj
+    if t is dict:
+        return {k: _unwrap(v, trace) for k, v in obj.items()}
+    return obj
+
+
+# ---------------------------------------------------------------- the namespace of tracers
+_resolve_backend: Any = None  # _dispatch's resolution of a raw array (handed in by set_resolver)
+
+
+def set_resolver(fn: Any) -> None:
+    """Hand in ``fn(raw array) -> backend namespace`` (``_dispatch`` does at import)."""
+    global _resolve_backend
+    _resolve_backend = fn
+
+
+# functions whose result's shape depends on the values of their arguments
+_DATA_SHAPED = frozenset({"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"})
+# attributes of a namespace that are no computation (static): handed through as they are
+_STATIC = frozenset({"isdtype", "result_type", "can_cast", "finfo", "iinfo", "__array_namespace_info__",
+                     "__array_api_version__", "__name__", "__doc__", "__file__", "__spec__", "__path__",
+                     "__loader__", "__package__", "e", "pi", "inf", "nan", "newaxis"})
+
+_NAMESPACES: dict[int, TracingNamespace] = {}
+
+
+class TracingNamespace(types.ModuleType):
+    """The namespace of tracers over one backend namespace: each call is recorded.
+
+    Its attributes are the backend namespace's; a function call runs on the witnesses
+    and records one :class:`Instruction` into the trace of its traced arguments (or,
+    with none, the context's trace: an array made from nothing is a value of the program
+    too, so that a later update in place of it is replayed). ``linalg`` and ``fft`` are
+    tracing namespaces too. ``__name__`` is the backend's, so a lookup of the library by
+    name finds the library of the witnesses.
+    """
+
+    def __init__(self, base: Any) -> None:
+        super().__init__(getattr(base, "__name__", "xpgrad.jit"))
+        self.__dict__["_base"] = base
+
+    def __getattr__(self, name: str) -> Any:
+        base = self.__dict__["_base"]
+        v = getattr(base, name)
+        if name in _STATIC or name.startswith("__") or isinstance(v, type) or not callable(v):
+            if name in ("linalg", "fft") and isinstance(v, types.ModuleType):
+                v = tracing_namespace(v)
+                self.__dict__[name] = v
+            return v
+        if hasattr(v, "dtype") and not callable(getattr(v, "__call__", None)):  # (a dtype object)
+            return v
+        qual = f"{_short_ns(base)}.{name}"
+        rec = _recorder(v, name, qual, self)
+        self.__dict__[name] = rec
+        return rec
+
+    def __repr__(self) -> str:
+        return f"<xpgrad.jit's tracing namespace over {self.__dict__['_base']!r}>"
+
+
+def _short_ns(base: Any) -> str:
+    name = getattr(base, "__name__", "xp")
+    for pre in ("array_api_compat.", "xpgrad."):
+        if name.startswith(pre):
+            name = name[len(pre):]
+    return name
+
+
+def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
+    data_shaped = name in _DATA_SHAPED
+    is_repeat = name == "repeat"
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        ts = _tracers_in((args, kwargs))
+        if ts:
+            tr = ts[0]._t
+        else:
+            tr = TRACE.get()
+            if tr is None:  # (a tracing namespace used after its trace): no recording
+                return fn(*args, **kwargs)
+        if data_shaped and ts:
+            raise _concrete(ts[0], f"{name}()", shape=True)
+        if is_repeat and len(args) > 1 and type(args[1]) is Tracer:
+            raise _concrete(args[1], "repeat() by an array of repeats", shape=True)
+        return tr.call(fn, qual, args, kwargs, ns)
+
+    record.__name__ = name
+    record.__qualname__ = qual
+    record.__wrapped__ = fn  # type: ignore[attr-defined]
+    return record
+
+
+def tracing_namespace(base: Any) -> TracingNamespace:
+    """The (shared) tracing namespace over one backend namespace."""
+    ns = _NAMESPACES.get(id(base))
+    if ns is None or ns.__dict__["_base"] is not base:
+        ns = TracingNamespace(base)
+        _NAMESPACES[id(base)] = ns
+    return ns
+
+
+def namespace_of(arrays: list[Any]) -> Any:
+    """The tracing namespace for a call's raw arguments, some of them tracers (``_dispatch`` calls it)."""
+    ws = []
+    for a in arrays:
+        if type(a) is Tracer:
+            ws.append(a._w)
+            base = a._t.namespace[a._i]
+        else:
+            ws.append(a)
+    if len(ws) > 1:
+        _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
+    return tracing_namespace(base)
+
+
+def is_tracer(x: Any) -> bool:
+    """Whether ``x`` is a traced array (raw, not a Tensor)."""
+    return type(x) is Tracer
+
+
+# ---------------------------------------------------------------- concretization
+def _user_line() -> str:
+    """``file:line (function): source`` of the innermost frame outside xpgrad (the user's code)."""
+    f = sys._getframe(1)
+    inner = None
+    here = os.path.abspath(__file__)
+    while f is not None and f.f_code.co_filename == here:
+        f = f.f_back  # type: ignore[assignment]
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG):
+            import linecache  # noqa: PLC0415 - (the standard library's; only on this error path)
+
+            src = linecache.getline(fn, f.f_lineno).strip()
+            where = f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
+            if inner is not None:
+                where += f", through xpgrad's {inner}"
+            return f"{where}: {src}" if src else where
+        if inner is None:
+            mod = fn[len(_PKG):].replace(os.sep, ".").removesuffix(".py")
+            inner = f"{mod}.{f.f_code.co_name}"
+        f = f.f_back  # type: ignore[assignment]
+    return "an unknown line"
+
+
+def _concrete(t: Any, what: str, *, shape: bool = False) -> ConcretizationError:
+    if type(t) is Tracer:
+        desc = f"the traced array {t._desc()} made by {t._op}"
+        func = t._t.func
+    else:
+        desc, func = "a traced array", "jit"
+    if shape:
+        msg = (
+            f"jit({func}): {what} of {desc}, at {_user_line()}: the shape of its result depends on the "
+            "values, which are not known while xg.jit traces, and a program has one shape per call. "
+            "Use a fixed-size form (xg.where(mask, x, 0) instead of x[mask]; size= arguments), or "
+            "make the argument static with static_argnums/static_argnames"
+        )
+    else:
+        msg = (
+            f"jit({func}): {what} of {desc}, at {_user_line()}: the value of a traced array is not known "
+            "while xg.jit traces (the next call has other values, so a program that branched on this "
+            "one would be wrong). Shapes and dtypes are static and may be read. Make the argument "
+            "static with static_argnums/static_argnames, choose per element with xg.where(cond, a, b) "
+            "instead of a Python if, or call the function without jit"
+        )
+    return ConcretizationError(msg)
+
+
+# ---------------------------------------------------------------- the traced array
+def _binary(name: str, op: Any) -> tuple[Any, Any]:
+    def fwd(self: Tracer, other: Any) -> Any:
+        return self._t.call(op, name, (self, other), {}, self._ns())
+
+    def rev(self: Tracer, other: Any) -> Any:
+        return self._t.call(op, name, (other, self), {}, self._ns())
+
+    return fwd, rev
+
+
+def _inplace(name: str, op: Any) -> Any:
+    def fn(self: Tracer, other: Any) -> Any:
+        return self._t.call(op, name, (self, other), {}, self._ns())
+
+    return fn
+
+
+def _T(x: Any) -> Any:  # noqa: N802 - (named for the attribute it reads)
+    return x.T
+
+
+def _mT(x: Any) -> Any:  # noqa: N802
+    return x.mT
+
+
+def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
+    return x.to_device(device, **kw)
+
+
+def _astype_method(x: Any, dtype: Any, /, **kw: Any) -> Any:
+    return x.astype(dtype, **kw)
+
+
+class Tracer:
+    """A traced array: shape, dtype, device and library of one value of a traced program."""
+
+    __slots__ = ("__weakref__", "_i", "_op", "_t", "_w")
+    __array_priority__ = 10000  # NumPy (and Tensors) on the left defer to our reflected operators
+    __array_ufunc__ = None  # NumPy's functions refuse us, and its operators return NotImplemented
+    __hash__ = object.__hash__
+
+    def __init__(self, w: Any, trace: Trace, i: int, op: str) -> None:
+        self._w = w
+        self._t = trace
+        self._i = i
+        self._op = op
+
+    # ---------------------------------------------------------------- static attributes
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(self._w.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self._w.dtype
+
+    @property
+    def device(self) -> Any:
+        return array_api_compat.device(self._w)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._w.shape)
+
+    @property
+    def size(self) -> int | None:
+        return math.prod(self._w.shape)
+
+    def __len__(self) -> int:
+        if not self._w.shape:
+            msg = "len() of a 0-d traced array"
+            raise TypeError(msg)
+        return int(self._w.shape[0])
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def _ns(self) -> Any:
+        return self._t.namespace[self._i]
+
+    def _desc(self) -> str:
+        return f"({_short_ns(self._ns())} {self.dtype}, shape {self.shape})"
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.dtype}{list(self.shape)}>(made by {self._op})"
+
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        return tracing_namespace(self._ns())
+
+    # ---------------------------------------------------------------- value reads: refused
+    def __bool__(self) -> bool:
+        raise _concrete(self, "bool() (an if, while, and/or or assert on an array)")
+
+    def __float__(self) -> float:
+        raise _concrete(self, "float()")
+
+    def __int__(self) -> int:
+        raise _concrete(self, "int()")
+
+    def __complex__(self) -> complex:
+        raise _concrete(self, "complex()")
+
+    def __index__(self) -> int:
+        raise _concrete(self, "use as a Python index (__index__)")
+
+    def item(self) -> Any:
+        raise _concrete(self, "item()")
+
+    def tolist(self) -> Any:
+        raise _concrete(self, "tolist()")
+
+    def __array__(self, *a: Any, **k: Any) -> Any:
+        raise _concrete(self, "conversion to a NumPy array (__array__)")
+
+    def __dlpack__(self, *a: Any, **k: Any) -> Any:
+        raise _concrete(self, "export by DLPack (__dlpack__)")
+
+    def __dlpack_device__(self) -> Any:
+        return self._w.__dlpack_device__()
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            raise _concrete(self, f"formatting with {spec!r}")
+        return repr(self)
+
+    # ---------------------------------------------------------------- operations: recorded
+    __add__, __radd__ = _binary("add", operator.add)
+    __sub__, __rsub__ = _binary("subtract", operator.sub)
+    __mul__, __rmul__ = _binary("multiply", operator.mul)
+    __truediv__, __rtruediv__ = _binary("divide", operator.truediv)
+    __floordiv__, __rfloordiv__ = _binary("floor_divide", operator.floordiv)
+    __mod__, __rmod__ = _binary("remainder", operator.mod)
+    __pow__, __rpow__ = _binary("pow", operator.pow)
+    __matmul__, __rmatmul__ = _binary("matmul", operator.matmul)
+    __and__, __rand__ = _binary("bitwise_and", operator.and_)
+    __or__, __ror__ = _binary("bitwise_or", operator.or_)
+    __xor__, __rxor__ = _binary("bitwise_xor", operator.xor)
+    __lshift__, __rlshift__ = _binary("bitwise_left_shift", operator.lshift)
+    __rshift__, __rrshift__ = _binary("bitwise_right_shift", operator.rshift)
+    __lt__ = _binary("less", operator.lt)[0]
+    __le__ = _binary("less_equal", operator.le)[0]
+    __gt__ = _binary("greater", operator.gt)[0]
+    __ge__ = _binary("greater_equal", operator.ge)[0]
+    __eq__ = _binary("equal", operator.eq)[0]  # type: ignore[assignment]
+    __ne__ = _binary("not_equal", operator.ne)[0]  # type: ignore[assignment]
+    __iadd__ = _inplace("add (in place)", operator.iadd)
+    __isub__ = _inplace("subtract (in place)", operator.isub)
+    __imul__ = _inplace("multiply (in place)", operator.imul)
+    __itruediv__ = _inplace("divide (in place)", operator.itruediv)
+    __ifloordiv__ = _inplace("floor_divide (in place)", operator.ifloordiv)
+    __imod__ = _inplace("remainder (in place)", operator.imod)
+    __ipow__ = _inplace("pow (in place)", operator.ipow)
+    __imatmul__ = _inplace("matmul (in place)", operator.imatmul)
+    __iand__ = _inplace("bitwise_and (in place)", operator.iand)
+    __ior__ = _inplace("bitwise_or (in place)", operator.ior)
+    __ixor__ = _inplace("bitwise_xor (in place)", operator.ixor)
+    __ilshift__ = _inplace("bitwise_left_shift (in place)", operator.ilshift)
+    __irshift__ = _inplace("bitwise_right_shift (in place)", operator.irshift)
+
+    def __neg__(self) -> Any:
+        return self._t.call(operator.neg, "negative", (self,), {}, self._ns())
+
+    def __pos__(self) -> Any:
+        return self._t.call(operator.pos, "positive", (self,), {}, self._ns())
+
+    def __abs__(self) -> Any:
+        return self._t.call(operator.abs, "abs", (self,), {}, self._ns())
+
+    def __invert__(self) -> Any:
+        return self._t.call(operator.invert, "bitwise_invert", (self,), {}, self._ns())
+
+    @property
+    def T(self) -> Any:  # noqa: N802 - (the standard's name)
+        return self._t.call(_T, "T", (self,), {}, self._ns())
+
+    @property
+    def mT(self) -> Any:  # noqa: N802 - (the standard's name)
+        return self._t.call(_mT, "mT", (self,), {}, self._ns())
+
+    def to_device(self, device: Any, /, **kw: Any) -> Any:
+        return self._t.call(_to_device, "to_device", (self, device), kw, self._ns())
+
+    def astype(self, dtype: Any, /, **kw: Any) -> Any:
+        return self._t.call(_astype_method, "astype", (self, dtype), kw, self._ns())
+
+    def __getitem__(self, key: Any) -> Any:
+        _check_key(key, "indexing")
+        return self._t.call(operator.getitem, "getitem", (self, key), {}, self._ns())
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        wkey = _unwrap(key, self._t)
+        wval = _unwrap(value, self._t)
+        self._w[wkey] = wval  # (raises as the witness's library does: JAX's arrays are immutable)
+        self._t.instructions.append(Instruction(operator.setitem, "setitem", (self, key, value), {}, [], False, self._i))
+
+
+def _check_key(key: Any, what: str) -> None:
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        dt = getattr(k, "dtype", None)
+        # (a mask that is a constant of the program is fine: its result's shape is fixed too)
+        if dt is not None and type(k) is Tracer and "bool" in str(dt):
+            raise _concrete(k, f"{what} by a boolean mask", shape=True)

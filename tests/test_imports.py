@@ -89,7 +89,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("autograd", ("xpgrad.autograd",)),
     ("rules", ("xpgrad.ops", "xpgrad.special", "xpgrad.fft", "xpgrad.linalg", "xpgrad._vmap_rules", "xpgrad._lazy",
                "xpgrad._io")),
-    ("transforms", ("xpgrad.functional", "xpgrad._custom", "xpgrad._checkpoint", "xpgrad._vmap", "xpgrad._jacobian", "xpgrad._jit",
+    ("transforms", ("xpgrad.functional", "xpgrad._custom", "xpgrad._checkpoint", "xpgrad._vmap", "xpgrad._jacobian",
+                    "xpgrad._jit", "xpgrad._jit_passes",
                     "xpgrad.random", "xpgrad.testing")),
     ("namespace", ("xpgrad._namespace",)),  # every name of the package below nn: what nn imports as xg
     ("nn", ("xpgrad.nn", "xpgrad.optim", "xpgrad.viz")),

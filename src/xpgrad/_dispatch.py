@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import array_api_compat
 
+from . import _tracing
 from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
 from ._fast_adapter import numpy_adapter, torch_adapter
-from . import _tracing
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,7 +24,6 @@ import collections
 import functools
 import linecache
 import math
-import operator
 import threading
 import types
 from collections.abc import Callable, Sequence
@@ -33,11 +32,13 @@ from typing import Any, NamedTuple
 import array_api_compat
 import numpy as np
 
-from . import _tracing
 from ._dispatch import backend_namespace
 from ._exceptions import NonDifferentiableError, XpgradTypeError, XpgradValueError
+from ._jit_passes import dead_code as _dead_code
+from ._jit_passes import last_uses as _last_uses
+from ._jit_passes import reuse_plan as _reuse_plan
 from ._policy import current_policy
-from ._tracing import TRACE, Instruction, Trace, Tracer
+from ._tracing import TRACE, Trace, Tracer
 from .autograd import _core
 from .autograd._anomaly import ANOMALY
 from .autograd._grad_mode import GRAD_ENABLED
@@ -296,7 +297,7 @@ class Program:
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
         glb: dict[str, Any] = dict(self._const)
         glb["__builtins__"] = __builtins__
-        exec(code, glb)  # noqa: S102 - (the program's own source, generated above)
+        exec(code, glb)
         return glb[_ident(self.name)]  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------------- reading it
@@ -358,89 +359,18 @@ def _ident(s: str) -> str:
     return out if out and not out[0].isdigit() else "_" + out
 
 
-def _dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
-    live = {o for o in outputs if isinstance(o, int)}
-    kept: list[Instruction] = []
-    for x in reversed(ins):
-        if x.writes is None and not getattr(x.fn, "_xg_stateful", False) and not any(o in live for o in x.outs):
-            continue
-        kept.append(x)
-        for t in _tracing._tracers_in((x.args, x.kwargs)):
-            live.add(t._i)
-    kept.reverse()
-    return kept
-
-
-def _last_uses(ins: list[Instruction], outputs: list[Any]) -> dict[int, int]:
-    """slot -> index of the instruction that reads it last (slots returned are never freed)."""
-    last: dict[int, int] = {}
-    for i, x in enumerate(ins):
-        for t in _tracing._tracers_in((x.args, x.kwargs)):
-            last[t._i] = i
-        for o in x.outs:
-            last.setdefault(o, i)  # (a result nobody reads: freed at once)
-    for o in outputs:
-        if isinstance(o, int):
-            last.pop(o, None)
-    return last
-
-
-# NumPy's elementwise functions that allocate a fresh result unless given out=
-_OP_UFUNC = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
-             operator.truediv: np.true_divide, operator.pow: np.power, operator.neg: np.negative}
-
-
-def _reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated: set[int]) -> dict[int, int]:
-    """NumPy only: instruction index -> a dead buffer its result is written into (out=)."""
-    w = trace.witness
-    n_in = set(trace.inputs)
-    # buffers the program owns outright: fresh results of ufuncs, never viewed
-    owned: set[int] = set()
-    viewed: set[int] = set()
-    by_id = {id(x): s for s, x in enumerate(w)}
-    for x in ins:
-        for o in x.outs:
-            wo = w[o]
-            if type(wo) is np.ndarray and wo.base is not None:
-                b = by_id.get(id(wo.base))
-                if b is not None:
-                    viewed.add(b)
-            if type(wo) is np.ndarray and wo.base is None and (isinstance(x.fn, np.ufunc) or x.fn in _OP_UFUNC):
-                owned.add(o)
-        if x.writes is not None:
-            viewed.add(x.writes)  # (written in place: keep it simple, never reused)
-    owned |= {s for s in donated if type(w[s]) is np.ndarray and w[s].base is None}
-    out_slots = {o for o in outputs if isinstance(o, int)}
-    last = _last_uses(ins, outputs)
-    plan: dict[int, int] = {}
-    for i, x in enumerate(ins):
-        if x.kwargs or len(x.outs) != 1 or x.writes is not None:
-            continue
-        uf = x.fn if isinstance(x.fn, np.ufunc) else _OP_UFUNC.get(x.fn)
-        if uf is None or uf.nout != 1 or len(x.args) != uf.nin:
-            continue
-        wo = w[x.outs[0]]
-        if type(wo) is not np.ndarray:
-            continue
-        for a in x.args:
-            if type(a) is not Tracer:
-                continue
-            s = a._i
-            if (s in owned and s not in viewed and s not in out_slots and last.get(s) == i
-                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype):
-                plan[i] = s
-                break
-        if i in plan:
-            x.fn = uf  # (operator.add on two ndarrays is np.add: same values, and it takes out=)
-    return plan
-
-
 # ---------------------------------------------------------------- one cached trace
 class _Entry:
     """One signature's program, with how to feed it and where its results go."""
 
-    __slots__ = ("bumps", "compiled", "counts", "grad_cells", "n_leaves", "new_grads", "number_cells", "out_tmpl",
-                 "program", "rebind", "run", "tensor_cells")
+    program: Program
+    out_tmpl: Any
+    n_leaves: int
+    rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
+    new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
+    number_cells: list[tuple[int, int]]  # (number cell, output)
+    counts: list[int]  # optimizer steps the call made, per state object
+    bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
 
     def __init__(self) -> None:
         self.run: Callable[..., tuple[Any, ...]] = _unset
@@ -596,9 +526,9 @@ class Jitted:
                     rebind.append((g, _slot(g.data, outputs, f"{self._name}: a gradient")))
             new_grads: list[tuple[int, Any]] = []
             for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
-                g = t.grad
-                if g is not g0:
-                    new_grads.append((i, None if g is None else _slot(g.data, outputs, f"{self._name}: a gradient")))
+                gnew = t.grad
+                if gnew is not g0:
+                    new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs, f"{self._name}: a gradient")))
             numbers = [(k, _slot(d[name], outputs, f"{self._name}: optimizer state")) for k, (d, name, _) in
                        enumerate(cells.numbers)]
         finally:
@@ -607,7 +537,7 @@ class Jitted:
             for obj in (*cells.tensors, *cells.grad_tensors):
                 if type(obj.data) is Tracer:
                     obj.data = obj.data._w
-            for t in [*cells.tensors, *(t for o in flat.objects for t in o._jit_state()[1])]:
+            for t in [*cells.tensors, *(x for o in flat.objects for x in o._jit_state()[1])]:
                 if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
                     t.data = t.data._w
                 g = t.grad
@@ -766,7 +696,7 @@ def _backend_runner(program: Program, trace: Trace, compile: str | None, donated
     ws = [trace.witness[s] for s in trace.inputs]
     libs = {type(w).__module__.split(".")[0] for w in ws if hasattr(w, "shape")}
     if libs <= {"jax", "jaxlib"} and libs and not program.stateful:
-        import jax  # noqa: PLC0415 - (JAX is loaded: its arrays are here)
+        import jax
 
         pos = [k for k, s in enumerate(trace.inputs) if s in donated]
         return jax.jit(fn, donate_argnums=tuple(pos))  # type: ignore[no-any-return]
@@ -774,7 +704,7 @@ def _backend_runner(program: Program, trace: Trace, compile: str | None, donated
         if libs != {"torch"}:
             msg = f"jit(compile='torch'): the arguments are {sorted(libs)} arrays, not torch's"
             raise XpgradValueError(msg)
-        import torch  # noqa: PLC0415
+        import torch
 
         return torch.compile(fn, dynamic=False)  # type: ignore[no-any-return]
     if compile is not None:
@@ -789,7 +719,7 @@ def _copy_args(x: Any) -> Any:
     return x  # (raw arrays: trace() runs f on them, but nothing is written into an argument by f unless it does so itself)
 
 
-def _snapshot(cells: _Cells) -> list[Any]:
+def _snapshot(cells: _Cells) -> Any:
     return ([t.data for t in cells.tensors], [t.grad for t in cells.tensors], [g.data for g in cells.grad_tensors],
             [d[n] for d, n, _ in cells.numbers], [t._version[0] for t in cells.tensors])
 

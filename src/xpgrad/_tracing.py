@@ -226,8 +226,6 @@ class TracingNamespace(types.ModuleType):
                 v = tracing_namespace(v)
                 self.__dict__[name] = v
             return v
-        if hasattr(v, "dtype") and not callable(getattr(v, "__call__", None)):  # (a dtype object)
-            return v
         qual = f"{_short_ns(base)}.{name}"
         rec = _recorder(v, name, qual, self)
         self.__dict__[name] = rec
@@ -251,12 +249,9 @@ def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
 
     def record(*args: Any, **kwargs: Any) -> Any:
         ts = _tracers_in((args, kwargs))
-        if ts:
-            tr = ts[0]._t
-        else:
-            tr = TRACE.get()
-            if tr is None:  # (a tracing namespace used after its trace): no recording
-                return fn(*args, **kwargs)
+        tr = ts[0]._t if ts else TRACE.get()
+        if tr is None:  # (a tracing namespace used after its trace): no recording
+            return fn(*args, **kwargs)
         if data_shaped and ts:
             raise _concrete(ts[0], f"{name}()", shape=True)
         if is_repeat and len(args) > 1 and type(args[1]) is Tracer:
@@ -308,7 +303,7 @@ def _user_line() -> str:
     while f is not None:
         fn = f.f_code.co_filename
         if not fn.startswith(_PKG):
-            import linecache  # noqa: PLC0415 - (the standard library's; only on this error path)
+            import linecache
 
             src = linecache.getline(fn, f.f_lineno).strip()
             where = f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
@@ -364,11 +359,11 @@ def _inplace(name: str, op: Any) -> Any:
     return fn
 
 
-def _T(x: Any) -> Any:  # noqa: N802 - (named for the attribute it reads)
+def _T(x: Any) -> Any:
     return x.T
 
 
-def _mT(x: Any) -> Any:  # noqa: N802
+def _mT(x: Any) -> Any:
     return x.mT
 
 
@@ -520,11 +515,11 @@ class Tracer:
         return self._t.call(operator.invert, "bitwise_invert", (self,), {}, self._ns())
 
     @property
-    def T(self) -> Any:  # noqa: N802 - (the standard's name)
+    def T(self) -> Any:
         return self._t.call(_T, "T", (self,), {}, self._ns())
 
     @property
-    def mT(self) -> Any:  # noqa: N802 - (the standard's name)
+    def mT(self) -> Any:
         return self._t.call(_mT, "mT", (self,), {}, self._ns())
 
     def to_device(self, device: Any, /, **kw: Any) -> Any:

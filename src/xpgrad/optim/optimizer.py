@@ -129,7 +129,7 @@ class Optimizer:
                      for k, st in self.state.items())
 
     def _jit_numbers(self) -> list[Any]:
-        out = []
+        out: list[Any] = []
         for g in self.param_groups:
             for p in g["params"]:
                 st = self.state.get(id(p))

@@ -37,7 +37,7 @@ import array_api_compat
 
 from ._exceptions import ConcretizationError
 
-__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "current_trace", "is_tracer", "namespace_of"]
+__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "current_trace", "is_tracer", "namespace_of"]
 
 # the trace that arrays created with no input array (creation, random) record into
 TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit_trace", default=None)
@@ -127,6 +127,26 @@ class Trace:
             return type(out)(ts) if isinstance(out, list) else tuple(ts)
         # no array: a static answer (a dtype, finfo, a bool of isdtype), not recorded
         return out
+
+
+    def draw(self, fn: Any, name: str, xp: Any) -> Tracer:
+        """Record ``fn()``, a call that gives new values each time (a random draw): run at every replay.
+
+        Never removed as dead code (the generator's state advances as eagerly), and a
+        program that holds one is replayed, not handed to ``jax.jit`` (which would fix
+        the numbers at compile time).
+        """
+        out = fn()
+        fn._xg_stateful = True
+        self.stateful = True
+        t = self.new(out, _namespace_for(out, xp), name)
+        self.instructions.append(Instruction(fn, name, (), {}, [t._i], False, None))
+        return t
+
+
+def backend_of(xp: Any) -> Any:
+    """The backend namespace under a tracing one (any other namespace as it is)."""
+    return xp.__dict__["_base"] if type(xp) is TracingNamespace else xp
 
 
 def _namespace_for(w: Any, xp: Any) -> Any:

@@ -43,6 +43,7 @@ outputs use ``dtype=`` if given, else the namespace's default integer dtype
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -56,6 +57,7 @@ from ._dtypes import DType, dtype_name, kind
 from ._dtypes import dtype as _xp_dtype
 from ._exceptions import XpgradTypeError, XpgradValueError
 from ._policy import DevicePolicy, current_policy, set_generator_factory
+from ._tracing import TRACE, backend_of
 from .autograd._tensor import Tensor, _to_numpy
 from .ops import indexing as _indexing
 from .ops import manipulation as _manipulation
@@ -122,12 +124,6 @@ def _int_name(xp: Any, dev: Any, dtype: Any, func: str) -> str:
     return name
 
 
-def _to_tensor(host: np.ndarray, name: str, xp: Any, dev: Any) -> Tensor:
-    """Round the host draw to ``name`` and move it to ``xp`` on ``dev`` (one copy)."""
-    host = np.asarray(host, dtype=name)  # draws are C-contiguous; asarray keeps 0-D shapes
-    return Tensor(xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev))
-
-
 def _scalar(v: Any, name: str, func: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         msg = f"random.{func}: {name} must be a Python int or float, got {type(v).__name__} {v!r}"
@@ -164,18 +160,6 @@ def _host_probabilities(p: Any, n: int) -> np.ndarray:
         msg = f"random.choice: p must be {n} non-negative probabilities summing to 1, got {p!r}"
         raise XpgradValueError(msg)
     return probs / total
-
-
-def _take(x: Any, host_idx: np.ndarray, axis: int) -> Tensor:
-    """``x`` indexed by host indices along ``axis``, on ``x``'s own namespace and device."""
-    if isinstance(x, Tensor):
-        bxp = backend_namespace(x.data)
-        idx = _to_tensor(host_idx, "int64", bxp, x.device)
-        return _indexing.take(x, idx, axis=axis)  # recorded: gradients flow
-    bxp = backend_namespace(x, func="random")
-    dev = check_devices(x)
-    idx = bxp.asarray(np.asarray(host_idx, dtype="int64"), dtype=_xp_dtype("int64", bxp), device=dev)
-    return Tensor(bxp.take(x, idx, axis=axis))
 
 
 class Generator:
@@ -223,9 +207,27 @@ class Generator:
 
     def _draw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Tensor:
         """``draw`` on the host generator (under the lock), rounded to ``name``, moved to ``xp`` on ``dev``."""
+        trace = TRACE.get()
+        if trace is None:
+            return Tensor(self._draw_raw(draw, name, xp, dev))
+        # inside xg.jit: the draw is a call of the program, made again (with new numbers) by each replay
+        base = backend_of(xp)
+        return Tensor(trace.draw(functools.partial(self._draw_raw, draw, name, base, dev), "random.draw", base))
+
+    def _draw_raw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:
         with self._lock:
             host = draw(self._np)
-        return _to_tensor(host, name, xp, dev)
+        host = np.asarray(host, dtype=name)  # draws are C-contiguous; asarray keeps 0-D shapes
+        return xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev)
+
+    def _take_drawn(self, x: Any, draw: Callable[[np.random.Generator], Any], axis: int) -> Tensor:
+        """``x`` indexed along ``axis`` by host-drawn indices, on ``x``'s own namespace and device."""
+        if isinstance(x, Tensor):
+            idx = self._draw(draw, "int64", backend_namespace(x.data), x.device)
+            return _indexing.take(x, idx, axis=axis)  # recorded: gradients flow
+        bxp = backend_namespace(x, func="random")
+        idx = self._draw(draw, "int64", bxp, check_devices(x))
+        return Tensor(bxp.take(x, idx.data, axis=axis))
 
     def _draw_float(self, draw: Callable[[np.random.Generator], Any], dtype: Any, device: Any, func: str) -> Tensor:
         """A float64 host draw, on the policy's target with the float dtype of :func:`_float_name`."""
@@ -332,9 +334,7 @@ class Generator:
             if n is None:
                 msg = "random.permutation: the length along axis is unknown (a lazy array); compute it first"
                 raise XpgradValueError(msg)
-            with self._lock:
-                host = self._np.permutation(int(n))
-            return _take(x, host, axis)
+            return self._take_drawn(x, lambda g: g.permutation(int(n)), axis)
         if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
             msg = f"random.permutation: x must be a non-negative int or an array, got {type(x).__name__} {x!r}"
             raise XpgradTypeError(msg)
@@ -411,12 +411,13 @@ class Generator:
         if not replace and math.prod(shp) > n:
             msg = f"random.choice: cannot draw {math.prod(shp)} distinct values from {n} without replacement"
             raise XpgradValueError(msg)
-        with self._lock:
-            host = self._np.choice(n, shp, replace=replace, p=probs)
+        def draw(g: np.random.Generator) -> Any:
+            return np.asarray(g.choice(n, shp, replace=replace, p=probs))
+
         if _is_array(a):
-            return _reshape(_take(a, np.asarray(host).reshape(-1), 0), shp)
+            return _reshape(self._take_drawn(a, lambda g: draw(g).reshape(-1), 0), shp)
         xp, dev = _target(device)
-        return _to_tensor(np.asarray(host), _int_name(xp, dev, None, "choice"), xp, dev)
+        return self._draw(draw, _int_name(xp, dev, None, "choice"), xp, dev)
 
 
 def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -50,6 +50,7 @@ def set_tensor_type(cls: type) -> None:
     """Hand down the Tensor class (``autograd._tensor`` calls this when it is imported)."""
     global _Tensor
     _Tensor = cls
+    _tracing._Tensor = cls
 
 
 def _not_handed_down(*args: Any) -> NoReturn:

@@ -33,7 +33,7 @@ import array_api_compat
 import numpy as np
 
 from ._dispatch import backend_namespace
-from ._exceptions import NonDifferentiableError, XpgradTypeError, XpgradValueError
+from ._exceptions import XpgradTypeError, XpgradValueError
 from ._jit_passes import dead_code as _dead_code
 from ._jit_passes import last_uses as _last_uses
 from ._jit_passes import reuse_plan as _reuse_plan
@@ -41,7 +41,8 @@ from ._policy import current_policy
 from ._tracing import TRACE, Trace, Tracer
 from .autograd import _core
 from .autograd._anomaly import ANOMALY
-from .autograd._grad_mode import GRAD_ENABLED
+from .autograd._engine import grad as _autograd_grad
+from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
@@ -365,6 +366,7 @@ class _Entry:
 
     program: Program
     out_tmpl: Any
+    grad_outputs: list[int]  # outputs that required grad when traced
     n_leaves: int
     rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
     new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
@@ -396,6 +398,8 @@ class Jitted:
         self._hits = 0
         self._traces = 0
         self._name = getattr(f, "__name__", type(f).__name__)
+        self._pure = False  # (True: the VJP of a jitted call: state is read, never written back)
+        self._vjp: Jitted | None = None
         functools.update_wrapper(self, f)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -449,8 +453,20 @@ class Jitted:
                 self._cache.move_to_end(key)
                 self._hits += 1
         if entry is None:
-            return self._trace_call(key, flat, cells, targs, tkw, keep=True)[0]
-        return _replay(entry, flat, cells)
+            entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
+        else:
+            res = _replay(entry, flat, cells)
+        return self._results(entry, res, cells, args, kwargs)
+
+    def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any) -> Any:
+        """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is jitted."""
+        made: dict[int, Tensor] = {}
+        if entry.grad_outputs and GRAD_ENABLED.get():
+            req = [t for t in cells.tensors if t._requires_grad]
+            if req:
+                outs = [res[s] for s in entry.grad_outputs]
+                made = dict(zip(entry.grad_outputs, _record_call(self, req, outs, args, kwargs)))
+        return _build_out(entry.out_tmpl, res, made)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
         """Trace ``f`` on these arguments and return its :class:`Program` (nothing is cached; arguments are not changed).
@@ -472,14 +488,37 @@ class Jitted:
         cells = _Cells(flat)
         snap = _snapshot(cells)
         try:
-            return self._trace_call(None, flat, cells, targs, tkw, keep=False)[1]
+            return self._trace_call(None, flat, cells, targs, tkw, keep=False)[0].program
         finally:
             _restore(cells, snap)
 
     lower = trace
 
-    def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *, keep: bool) -> tuple[Any, Program]:
+    def _vjp_jitted(self) -> Jitted:
+        """``jit`` of ``(cotangents, *args) -> gradients`` of the Tensors that require grad: the
+        backward of a differentiated call (it recomputes the forward, as ``jax.checkpoint`` does)."""
+        if self._vjp is None:
+            f = self.f
+
+            def vjp(cts: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+                with enable_grad():
+                    out = f(*args, **kwargs)
+                    ts = _tensors_of((args, kwargs))
+                    req = [t for t in ts.values() if t._requires_grad]
+                    gs = _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=[Tensor(c) for c in cts],
+                                        allow_unused=True)
+                return [None if g is None else g.data for g in gs]
+
+            vjp.__name__ = f"vjp_{self._name}"
+            j = Jitted(vjp, tuple(i + 1 for i in self.static_argnums), self.static_argnames, (), self.compile, self.cache_size)
+            j._pure = True
+            self._vjp = j
+        return self._vjp
+
+    def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *,
+                    keep: bool) -> tuple[_Entry, tuple[Any, ...]]:
         trace = Trace(self._name)
+        snap = _snapshot(cells) if self._pure else None
         entry = _Entry()
         token = TRACE.set(trace)
         swapped: list[tuple[Tensor, Any]] = []
@@ -559,16 +598,21 @@ class Jitted:
         entry.number_cells = numbers
         entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
         entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
+        entry.grad_outputs = _grad_outputs(out_tmpl)
+        if snap is not None:  # (a pure call: the VJP of a jitted function, which recomputes the forward)
+            _restore(cells, snap)
+            entry.rebind, entry.new_grads, entry.number_cells, entry.bumps = [], [], [], []
+            entry.counts = [0] * len(flat.objects)
         entry.run = _backend_runner(program, trace, self.compile, donated)
         # the first call's result: the program's outputs as the trace computed them
-        result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs))
+        result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
         if cacheable:
             with self._lock:
                 self._cache[key] = entry
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-        return result, program
+        return entry, result
 
 
 def cells_index(cells: _Cells, t: Tensor) -> tuple[int, int]:
@@ -622,45 +666,102 @@ def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor], name
     return ("const", out)
 
 
-def _build_out(tmpl: Any, res: tuple[Any, ...]) -> Any:
+def _build_out(tmpl: Any, res: tuple[Any, ...], made: dict[int, Tensor]) -> Any:
     kind = tmpl[0]
     if kind == "tensor":
-        if tmpl[2] and GRAD_ENABLED.get():
-            return _jit_output(res[tmpl[1]])
-        return Tensor(res[tmpl[1]])
+        t = made.get(tmpl[1])
+        return Tensor(res[tmpl[1]]) if t is None else t
     if kind == "raw":
         return res[tmpl[1]]
-    if kind == "same":
-        return tmpl[1]
-    if kind == "const":
+    if kind == "same" or kind == "const":
         return tmpl[1]
     if kind is dict:
-        return {k: _build_out(v, res) for k, v in tmpl[1].items()}
-    items = [_build_out(o, res) for o in tmpl[1]]
+        return {k: _build_out(v, res, made) for k, v in tmpl[1].items()}
+    items = [_build_out(o, res, made) for o in tmpl[1]]
     if kind is tuple or kind is list:
         return kind(items)
     return kind(*items)
 
 
-_NO_VJP = _core.Primitive("jit", lambda xp, x: x)
+def _grad_outputs(tmpl: Any) -> list[int]:
+    """The outputs (in template order) that were Tensors requiring grad when traced."""
+    kind = tmpl[0]
+    if kind == "tensor":
+        return [tmpl[1]] if tmpl[2] else []
+    if kind in ("raw", "same", "const"):
+        return []
+    items = tmpl[1].values() if kind is dict else tmpl[1]
+    return [s for o in items for s in _grad_outputs(o)]
 
 
-def _no_vjp(*a: Any, **k: Any) -> Any:
-    msg = (
-        "backward through the result of an xg.jit function: the replayed program keeps no tape. "
-        "Differentiate inside the jitted function instead (xg.jit(xg.grad(f)), or call backward() and "
-        "the optimizer step inside it)"
-    )
-    raise NonDifferentiableError(msg)
+def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, Tensor]:
+    """The Tensors of a call's arguments (Modules' and optimizers' included), in :func:`_flatten`'s order."""
+    found = {} if found is None else found
+    if isinstance(obj, Tensor):
+        found.setdefault(id(obj), obj)
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            _tensors_of(o, found)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _tensors_of(o, found)
+    elif getattr(obj, "_jit_state", None) is not None:
+        for t in obj._jit_state()[1]:
+            found.setdefault(id(t), t)
+    return found
 
 
-_NO_VJP.defvjp(_no_vjp)
+def _grad_leaves(out: Any, tensors: dict[int, Tensor]) -> list[Tensor]:
+    """The Tensors of ``out`` that require grad, in :func:`_grad_outputs`' order (``f``'s own arguments excluded)."""
+    if isinstance(out, Tensor):
+        return [out] if out._requires_grad and id(out) not in tensors else []
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _grad_leaves(o, tensors)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _grad_leaves(o, tensors)]
+    return []
 
 
-def _jit_output(raw: Any) -> Tensor:
-    """A result that required grad when traced: it still says so, and backward through it raises."""
-    src = Tensor(raw, requires_grad=True)
-    return _core.apply(_NO_VJP, (src,), {})  # type: ignore[no-any-return]
+class _Call:
+    """One differentiable call of a jitted function: its arguments, for the VJP (see :func:`_record_call`)."""
+
+    def __init__(self, owner: Jitted, args: Any, kwargs: Any) -> None:
+        self.owner, self.args, self.kwargs = owner, args, kwargs
+        self.g: Any = None
+        self.result: list[Any] = []
+
+    def cotangents(self, xp: Any, g: Any, outs: list[Any]) -> list[Any]:
+        if self.g is g:
+            return self.result
+        gs = list(g) if isinstance(g, tuple) else [g]
+        gs = [xp.zeros_like(o) if gi is None else gi for gi, o in zip(gs, outs)]
+        if any(isinstance(x, Tensor) for x in gs):  # create_graph: the VJP is recorded, so it runs eagerly
+            with enable_grad():
+                out = self.owner.f(*self.args, **self.kwargs)
+                ts = _tensors_of((self.args, self.kwargs))
+                req = [t for t in ts.values() if t._requires_grad]
+                res = _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
+        else:
+            res = self.owner._vjp_jitted()(gs, *self.args, **self.kwargs)
+        self.g, self.result = g, list(res)
+        return self.result
+
+
+def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
+    call = args[-1]
+    outs = list(ans) if isinstance(ans, tuple) else [ans]
+    return call.cotangents(xp, g, outs)[i]
+
+
+def _record_call(owner: Jitted, req: list[Tensor], outs: list[Any], args: Any, kwargs: Any) -> list[Tensor]:
+    """One node for the outputs, its parents the Tensors that require grad; its VJP the jitted VJP of ``f``."""
+    call = _Call(owner, args, kwargs)
+    multi = len(outs) != 1
+    prim = _core.Primitive(f"jit({owner._name})", lambda xp, *a, **k: None, multi=multi, chapter="internal")
+    prim.defvjp(rest=_rule)
+    xp = backend_namespace(*outs)
+    res = _core._record(prim, xp, (*req, call), [*(t.data for t in req), call], {}, tuple(outs) if multi else outs[0])
+    return list(res) if multi else [res]
 
 
 def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
@@ -682,7 +783,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     for o, c in zip(flat.objects, entry.counts):
         if c:
             o._jit_replayed(c)
-    return _build_out(entry.out_tmpl, res)
+    return res
 
 
 def _val(res: tuple[Any, ...], entry: _Entry, s: int) -> Any:

@@ -362,11 +362,22 @@ def _concrete(t: Any, what: str, *, shape: bool = False) -> ConcretizationError:
 
 
 # ---------------------------------------------------------------- the traced array
+class _NoTensor:
+    pass
+
+
+_Tensor: type = _NoTensor  # xpgrad's Tensor (handed down by _dispatch.set_tensor_type)
+
+
 def _binary(name: str, op: Any) -> tuple[Any, Any]:
     def fwd(self: Tracer, other: Any) -> Any:
+        if isinstance(other, _Tensor):  # (a Tensor's own operator records the op: traced @ tensor)
+            return NotImplemented
         return self._t.call(op, name, (self, other), {}, self._ns())
 
     def rev(self: Tracer, other: Any) -> Any:
+        if isinstance(other, _Tensor):
+            return NotImplemented
         return self._t.call(op, name, (other, self), {}, self._ns())
 
     return fwd, rev
@@ -374,6 +385,8 @@ def _binary(name: str, op: Any) -> tuple[Any, Any]:
 
 def _inplace(name: str, op: Any) -> Any:
     def fn(self: Tracer, other: Any) -> Any:
+        if isinstance(other, _Tensor):
+            return NotImplemented
         return self._t.call(op, name, (self, other), {}, self._ns())
 
     return fn

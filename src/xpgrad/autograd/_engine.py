@@ -198,13 +198,14 @@ def _run(
     Accumulates into leaves (targets None), into the targets' ``.grad`` (``accumulate``),
     or returns target grads."""
     token = GRAD_ENABLED.set(create_graph if record is None else record)
+    slot = GRAD_SLOT.s
+    outer = slot[:]  # (a pass inside a rule of another, as a jitted call's VJP: the outer pass's slot is kept)
     try:
         return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
                      accumulate=accumulate)
     finally:
         GRAD_ENABLED.reset(token)
-        slot = GRAD_SLOT.s
-        slot[0] = slot[1] = slot[2] = slot[3] = None
+        slot[:] = outer
         GRAD_SLOT.seeds = []
 
 

@@ -63,6 +63,7 @@ class Optimizer:
             raise XpgradValueError(msg)
         self.persist_every = persist_every
         self._unpersisted_steps = 0
+        self._steps = 0  # step() calls made (xg.jit counts those a traced call makes)
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}  # keyed by id(param)
@@ -139,10 +140,11 @@ class Optimizer:
         return out
 
     def _jit_count(self) -> int:
-        return self._unpersisted_steps
+        return self._steps
 
     def _jit_replayed(self, count: int) -> None:
         """After a replayed xg.jit call that made ``count`` steps: Dask's persist, as step() does."""
+        self._steps += count
         if self.persist_every is not None and _lazy.loaded():
             self._unpersisted_steps += count
             if self._unpersisted_steps >= self.persist_every:
@@ -173,6 +175,7 @@ class Optimizer:
                     if grad.requires_grad:
                         grad = grad.detach()
                     self._update(group, p, grad, self.state.setdefault(id(p), {}))
+        self._steps += 1
         if self.persist_every is not None and _lazy.loaded():
             self._unpersisted_steps += 1
             if self._unpersisted_steps >= self.persist_every:

@@ -154,11 +154,23 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
 
     Does not check devices (see :func:`check_devices`); used on the hot path.
     """
-    T = _Tensor
     key = tuple(map(type, xs))
     xp = _CACHE.get(key)
     if xp is not None:
+        if _TRACING[0] and _tracing.TRACE.get() is not None:  # (inside xg.jit: every call is recorded)
+            return _tracing.tracing_namespace(xp)
         return xp
+    xp = _backend_namespace(xs, key, func)
+    if _TRACING[0] and type(xp) is not _tracing.TracingNamespace and _tracing.TRACE.get() is not None:
+        return _tracing.tracing_namespace(xp)
+    return xp
+
+
+_TRACING = _tracing.ACTIVE  # [number of xg.jit traces running, in any thread]: 0 costs eager code one test
+
+
+def _backend_namespace(xs: tuple[Any, ...], key: tuple[type, ...], func: str) -> ModuleType:
+    T = _Tensor
     arrays = []
     for x in xs:
         if isinstance(x, T):

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import array_api_compat
 import numpy as np
 
+from . import _tracing
 from ._dispatch import backend_namespace
 from ._exceptions import XpgradTypeError, XpgradValueError
 from ._jit_passes import dead_code as _dead_code
@@ -46,6 +47,9 @@ from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
+
+
+_ACTIVE_LOCK = threading.Lock()
 
 
 class CacheInfo(NamedTuple):
@@ -521,6 +525,8 @@ class Jitted:
         snap = _snapshot(cells) if self._pure else None
         entry = _Entry()
         token = TRACE.set(trace)
+        with _ACTIVE_LOCK:
+            _tracing.ACTIVE[0] += 1
         swapped: list[tuple[Tensor, Any]] = []
         versions = [t._version[0] for t in cells.tensors]
         before_structure = [o._jit_structure() for o in flat.objects]
@@ -544,7 +550,7 @@ class Jitted:
             grads0 = [t.grad for t in cells.tensors]
             number_in = []
             for d, name, like in cells.numbers:
-                xp = backend_namespace(like.data._w)
+                xp = _tracing.backend_of(backend_namespace(like.data._w))
                 v = d[name]
                 w = xp.asarray(v, dtype=xp.int64 if _is_integer(v) else xp.float64, device=array_api_compat.device(like.data._w))
                 tr = trace.input(w, backend_namespace(w), f"the optimizer state {name!r}")
@@ -572,6 +578,8 @@ class Jitted:
                        enumerate(cells.numbers)]
         finally:
             TRACE.reset(token)
+            with _ACTIVE_LOCK:
+                _tracing.ACTIVE[0] -= 1
             # the arguments hold the first call's values (the witnesses): this call was one eager run
             for obj in (*cells.tensors, *cells.grad_tensors):
                 if type(obj.data) is Tracer:

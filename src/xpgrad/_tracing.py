@@ -39,8 +39,10 @@ from ._exceptions import ConcretizationError
 
 __all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "current_trace", "is_tracer", "namespace_of"]
 
-# the trace that arrays created with no input array (creation, random) record into
+# the trace this context records into: every backend call made while it is set is recorded,
+# those on constants (arrays made inside, captured by closures) too
 TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit_trace", default=None)
+ACTIVE = [0]  # how many traces run now, in any thread (eager code tests this before the ContextVar)
 
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep  # .../xpgrad/
 
@@ -87,7 +89,7 @@ class Trace:
     def new(self, w: Any, xp: Any, op: str) -> Tracer:
         i = len(self.witness)
         self.witness.append(w)
-        self.namespace.append(xp)
+        self.namespace.append(backend_of(xp))
         return Tracer(w, self, i, op)
 
     def input(self, w: Any, xp: Any, what: str) -> Tracer:
@@ -286,6 +288,8 @@ def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
 
 def tracing_namespace(base: Any) -> TracingNamespace:
     """The (shared) tracing namespace over one backend namespace."""
+    if type(base) is TracingNamespace:
+        return base
     ns = _NAMESPACES.get(id(base))
     if ns is None or ns.__dict__["_base"] is not base:
         ns = TracingNamespace(base)

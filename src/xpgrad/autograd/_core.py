@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
+from .._dispatch import _CACHE, _TRACING, backend_namespace, check_devices, check_known_shapes
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
 from .._policy import check_device_has_dtypes
@@ -428,7 +428,7 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             datas.append(a)
     key = tuple(map(type, datas))
     xp = _CACHE.get(key)
-    if xp is None:
+    if xp is None or _TRACING[0]:  # (inside xg.jit, backend_namespace gives the recording namespace)
         xp = backend_namespace(*datas, func=prim.name)
     try:
         out = prim.fwd(xp, *datas, **kw)
@@ -507,7 +507,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     if one:
         db = b
         xp = _CACHE.get((type(da),))
-        if xp is None:
+        if xp is None or _TRACING[0]:
             xp = backend_namespace(da, func=prim.name)
         try:
             out = prim.fwd(xp, da, **kw) if kw else prim.fwd(xp, da)
@@ -521,7 +521,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         else:
             db = b
         xp = _CACHE.get((type(da), type(db)))
-        if xp is None:
+        if xp is None or _TRACING[0]:
             xp = backend_namespace(da, db, func=prim.name)
         try:
             out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)

@@ -31,7 +31,7 @@ from typing import Any, NoReturn, cast
 import array_api_compat
 
 from .._backends import _device_text
-from .._dispatch import _CACHE, backend_namespace, check_devices, check_known_shapes
+from .._dispatch import backend_namespace, check_devices, check_known_shapes
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
     DeviceMismatchError,
@@ -175,7 +175,7 @@ def _seed(t: Tensor, gradient: Any, func: str, real_only: bool = False) -> Any:
                 "or pass gradient= explicitly"
             )
             raise XpgradTypeError(msg)
-        xp = _CACHE.get((type(data),)) or backend_namespace(data)
+        xp = backend_namespace(data)
         one = xp.ones_like(data)  # (the output's dtype and device)
         GRAD_SLOT.seeds.append(one)  # a unit: the pass may multiply by it for free
         return one
@@ -711,7 +711,7 @@ def _accum(owned: set[int], a: Any, b: Any) -> Any:
 
 def _copy(a: Any) -> Any:
     """A new array with ``a``'s values (for a gradient the pass does not own)."""
-    xp = _CACHE.get((type(a),)) or backend_namespace(a)
+    xp = backend_namespace(a)
     return xp.asarray(a, copy=True)
 
 

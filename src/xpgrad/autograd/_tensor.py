@@ -19,7 +19,8 @@ from .._backends import resolve_device
 from .._dispatch import backend_namespace, set_tensor_type, tensor_namespace
 from .._dlpack import dlpack_kwargs
 from .._dtypes import DTYPES, dtype_name, fast_name, is_float, kind
-from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .._exceptions import ConcretizationError, InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .._tracing import Tracer as _Tracer
 from . import _core
 from ._alias import may_alias
 from ._core import PRIMITIVES, apply, apply1, apply2
@@ -674,6 +675,8 @@ class Tensor:
         if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
             # forward mode: the result's tangent, from the out-of-place primitive
             fw = (_op("setitem", self, other, key=key) if name == "setitem" else _op(name, self, other))._fw
+        if type(o) is _Tracer and type(self.data) is not _Tracer:
+            raise _not_an_argument(self, name)
         if name == "setitem":
             if isinstance(other, Tensor) and o.dtype != self.data.dtype:
                 # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
@@ -1175,3 +1178,13 @@ def _copied_version(version: list[int], data: Any, memo: dict[Any, Any]) -> list
     counter = [version[0]]
     entry[1].append((data, counter))
     return counter
+
+
+def _not_an_argument(t: Tensor, name: str) -> ConcretizationError:
+    """A traced value written into a Tensor that xg.jit does not trace: its update would be lost at replay."""
+    msg = (
+        f"{name} (in place): a value traced by xg.jit is written into a Tensor {tuple(t.shape)} that is not an argument of the "
+        "jitted function (a Module, optimizer or Tensor captured by a closure?): the program would not update it "
+        "when it is replayed. Pass the Module, optimizer or Tensor as an argument of the jitted function"
+    )
+    return ConcretizationError(msg)

@@ -371,6 +371,7 @@ class _Entry:
     program: Program
     out_tmpl: Any
     grad_outputs: list[int]  # outputs that required grad when traced
+    simple: bool  # only raw arrays in and out: nothing to write back, no node to record
     n_leaves: int
     rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
     new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
@@ -404,6 +405,10 @@ class Jitted:
         self._name = getattr(f, "__name__", type(f).__name__)
         self._pure = False  # (True: the VJP of a jitted call: state is read, never written back)
         self._vjp: Jitted | None = None
+        # calls whose arguments are all raw arrays (no Tensor, Module, keyword or static argument):
+        # a key of their types, shapes, dtypes (strides, devices) -> an entry with nothing to write back
+        self._fast: dict[Any, _Entry] = {}
+        self._fast_ok = not static_argnums and not static_argnames
         functools.update_wrapper(self, f)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -414,6 +419,7 @@ class Jitted:
         """Forget every traced program (the next call traces again)."""
         with self._lock:
             self._cache.clear()
+            self._fast.clear()
 
     def cache_info(self) -> CacheInfo:
         """``(hits, traces, maxsize, currsize)``: calls replayed, traces made (retraces included), the bound, the size now."""
@@ -441,6 +447,16 @@ class Jitted:
         return flat, targs, tkw
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fk = None
+        if self._fast_ok and not kwargs and not _tracing.ACTIVE[0]:
+            fk = _fast_key(args)
+            if fk is not None:
+                p = current_policy()
+                fk = (fk, id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
+                entry = self._fast.get(fk)
+                if entry is not None:
+                    self._hits += 1
+                    return _build_out(entry.out_tmpl, entry.run(*args), _NOTHING)
         if TRACE.get() is not None or _core._vmap_open:
             # inside another jit (it is inlined into the outer program) or vmap: f itself
             return self.f(*args, **kwargs)
@@ -460,6 +476,10 @@ class Jitted:
             entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
         else:
             res = _replay(entry, flat, cells)
+        if fk is not None and entry.simple and entry.n_leaves == len(args):
+            if len(self._fast) >= self.cache_size:
+                self._fast.clear()
+            self._fast[fk] = entry
         return self._results(entry, res, cells, args, kwargs)
 
     def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any) -> Any:
@@ -607,6 +627,7 @@ class Jitted:
         entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
         entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
         entry.grad_outputs = _grad_outputs(out_tmpl)
+        entry.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or entry.grad_outputs)
         if snap is not None:  # (a pure call: the VJP of a jitted function, which recomputes the forward)
             _restore(cells, snap)
             entry.rebind, entry.new_grads, entry.number_cells, entry.bumps = [], [], [], []
@@ -672,6 +693,34 @@ def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor], name
     if isinstance(out, tuple) and hasattr(out, "_fields"):
         return (t, [_out_template(o, outputs, tensors, name) for o in out])
     return ("const", out)
+
+
+_NOTHING: dict[int, Tensor] = {}
+_KEYFN: dict[type, Any] = {}
+
+
+def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The signature of raw-array arguments of a known library, or None (the general path)."""
+    ks = []
+    for a in args:
+        fn = _KEYFN.get(type(a))
+        if fn is None:
+            fn = _KEYFN[type(a)] = _key_function(type(a))
+        if fn is False:
+            return None
+        ks.append(fn(a))
+    return tuple(ks)
+
+
+def _key_function(t: type) -> Any:
+    if t is np.ndarray:
+        return lambda a: (t, a.shape, a.dtype, a.strides)
+    mod = t.__module__.split(".")[0]
+    if mod == "torch" and t.__name__ == "Tensor":
+        return lambda a: (t, a.shape, a.dtype, a.device, a.requires_grad)
+    if mod in ("jax", "jaxlib") and "Tracer" not in t.__name__:
+        return lambda a: (t, a.shape, a.dtype, a.sharding)
+    return False
 
 
 def _build_out(tmpl: Any, res: tuple[Any, ...], made: dict[int, Tensor]) -> Any:

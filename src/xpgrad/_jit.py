@@ -448,17 +448,18 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fk = None
-        if self._fast_ok and not kwargs and not _tracing.ACTIVE[0]:
+        if self._fast_ok and not kwargs and not _tracing.ACTIVE[0] and not ANOMALY.get():
             fk = _fast_key(args)
             if fk is not None:
                 p = current_policy()
-                fk = (fk, id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
+                fk = (fk, id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get())
                 entry = self._fast.get(fk)
                 if entry is not None:
                     self._hits += 1
                     return _build_out(entry.out_tmpl, entry.run(*args), _NOTHING)
-        if TRACE.get() is not None or _core._vmap_open:
-            # inside another jit (it is inlined into the outer program) or vmap: f itself
+        if TRACE.get() is not None or _core._vmap_open or ANOMALY.get():
+            # inside another jit (it is inlined into the outer program), vmap, or detect_anomaly
+            # (whose checks read values after each op): f itself
             return self.f(*args, **kwargs)
         try:
             flat, targs, tkw = self._split(args, kwargs)
@@ -635,6 +636,7 @@ class Jitted:
         entry.run = _backend_runner(program, trace, self.compile, donated)
         # the first call's result: the program's outputs as the trace computed them
         result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
+        trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
         if cacheable:
             with self._lock:

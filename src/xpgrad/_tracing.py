@@ -85,6 +85,16 @@ class Trace:
         self.inputs: list[int] = []
         self.stateful = False  # a call that must run at every replay and differs each time (random)
 
+    def forget(self) -> None:
+        """Drop the witnesses (the first call's values), keeping each tracer's shape, dtype and device."""
+        seen: set[int] = set()
+        for x in self.instructions:
+            for t in _tracers_in((x.args, x.kwargs)):
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    t._w = _Meta(t._w)
+        self.witness = [None] * len(self.witness)
+
     # ------------------------------------------------------------------ slots
     def new(self, w: Any, xp: Any, op: str) -> Tracer:
         i = len(self.witness)
@@ -144,6 +154,17 @@ class Trace:
         t = self.new(out, _namespace_for(out, xp), name)
         self.instructions.append(Instruction(fn, name, (), {}, [t._i], False, None))
         return t
+
+
+class _Meta:
+    """What a program keeps of a witness: shape, dtype, device."""
+
+    __slots__ = ("device", "dtype", "shape")
+
+    def __init__(self, w: Any) -> None:
+        self.shape = tuple(w.shape)
+        self.dtype = w.dtype
+        self.device = array_api_compat.device(w) if not isinstance(w, _Meta) else w.device
 
 
 def backend_of(xp: Any) -> Any:
@@ -437,7 +458,8 @@ class Tracer:
 
     @property
     def device(self) -> Any:
-        return array_api_compat.device(self._w)
+        w = self._w
+        return w.device if type(w) is _Meta else array_api_compat.device(w)
 
     @property
     def ndim(self) -> int:

@@ -160,6 +160,9 @@ class _Meta:
     """What a program keeps of a witness: shape, dtype, device."""
 
     __slots__ = ("device", "dtype", "shape")
+    device: Any
+    dtype: Any
+    shape: tuple[Any, ...]
 
     def __init__(self, w: Any) -> None:
         self.shape = tuple(w.shape)

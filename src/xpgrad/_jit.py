@@ -379,12 +379,7 @@ class _Entry:
     counts: list[int]  # optimizer steps the call made, per state object
     bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
 
-    def __init__(self) -> None:
-        self.run: Callable[..., tuple[Any, ...]] = _unset
-
-
-def _unset(*a: Any) -> Any:
-    raise AssertionError
+    run: Callable[..., tuple[Any, ...]]
 
 
 class Jitted:
@@ -647,13 +642,11 @@ class Jitted:
 
 
 def cells_index(cells: _Cells, t: Tensor) -> tuple[int, int]:
+    """(0, i) for the i-th Tensor of the call, (1, i) for the i-th gradient (``t`` is one of them)."""
     for i, x in enumerate(cells.tensors):
         if x is t:
             return (0, i)
-    for i, x in enumerate(cells.grad_tensors):
-        if x is t:
-            return (1, i)
-    raise AssertionError
+    return (1, next(i for i, x in enumerate(cells.grad_tensors) if x is t))
 
 
 def _slot(v: Any, outputs: list[Any], what: str) -> int:

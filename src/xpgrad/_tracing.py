@@ -35,7 +35,7 @@ from typing import Any
 
 import array_api_compat
 
-from ._exceptions import ConcretizationError
+from ._exceptions import ConcretizationError, XpgradTypeError
 
 __all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "current_trace", "is_tracer", "namespace_of"]
 
@@ -475,7 +475,7 @@ class Tracer:
     def __len__(self) -> int:
         if not self._w.shape:
             msg = "len() of a 0-d traced array"
-            raise TypeError(msg)
+            raise XpgradTypeError(msg)
         return int(self._w.shape[0])
 
     def __iter__(self) -> Any:

@@ -283,8 +283,9 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
                 idx = to_backend(perm[i : i + batch_size])
                 xb, yb = xg.take(xt, idx, axis=0), xg.take(yt, idx, axis=0)
                 if jit:
-                    loss, hits = step(net, opt, xb, yb, policy.xp.asarray(next(rates), dtype=policy.xp.float64,
-                                                                          device=policy.device))
+                    # (a float64 0-d array where the library has float64; JAX without x64: float32)
+                    rate = policy.xp.asarray(np.asarray(next(rates)), device=policy.device)
+                    loss, hits = step(net, opt, xb, yb, rate)
                 else:
                     logits = net(xb)
                     loss = xg.nn.functional.cross_entropy(logits, yb)

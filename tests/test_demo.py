@@ -144,3 +144,36 @@ def test_backend_not_installed_is_a_clean_error(capsys: pytest.CaptureFixture[st
     assert main(["demo", "--backend", "cupy", "--epochs", "1", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "cupy" in err and 'pip install "xpgrad[cupy]"' in err
+
+
+def test_jit_demo_equals_eager(capsys: pytest.CaptureFixture[str]) -> None:
+    """``demo --jit``: the jitted step (model and Adam as state, the scheduled rate as an input)
+    reaches the eager run's accuracy and curves, tracing only 3 times: the first step (Adam has
+    no state yet), the second (now it has), and the last, shorter batch; never once per step."""
+    from xpgrad._demo import train
+
+    eager = train("numpy", "mlp", epochs=2, batch_size=64, progress=False)
+    assert main(["demo", "--jit", "--epochs", "2", "--batch-size", "64", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["jit"], r["traces"], r["epochs"]) == (True, 3, 2)
+    assert r["accuracy"] == eager.accuracy > 0.8
+    for he, hj in zip(eager.history, r["history"], strict=True):
+        assert hj["loss"] == pytest.approx(he["loss"], rel=1e-6)
+        assert hj["train_accuracy"] == he["train_accuracy"] and hj["test_accuracy"] == he["test_accuracy"]
+    # 1437 training images: batches of 479 are all one shape, so 2 traces
+    assert main(["demo", "--jit", "--epochs", "1", "--batch-size", "479", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("test accuracy ") and "(mlp, numpy backend, jit: 2 traces, 1 epochs," in out
+
+
+def test_jit_demo_step_replays_on_torch() -> None:
+    """The jitted step on torch: the same accuracy as eager torch after one epoch."""
+    if "torch" not in _backends():
+        pytest.skip("torch is not in XPGRAD_BACKENDS")
+    pytest.importorskip("torch", reason="torch is not installed")
+    from xpgrad._demo import train
+
+    a = train("torch", "mlp", epochs=1, batch_size=64, progress=False)
+    b = train("torch", "mlp", epochs=1, batch_size=64, progress=False, jit=True)
+    assert b.jit and b.traces == 3 and a.accuracy == b.accuracy
+    assert b.history[0]["loss"] == pytest.approx(a.history[0]["loss"], rel=1e-4)

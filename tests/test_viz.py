@@ -265,3 +265,117 @@ def test_render_for_real(tmp_path: Path, fmt: str) -> None:
     # format= overrides the suffix
     other = viz.render(loss, tmp_path / "graph.out", format="svg")
     assert other.read_bytes().lstrip().startswith(b"<?xml")
+
+
+# ---------------------------------------------------------------- jitted programs
+def _sgd_step_program() -> tuple[Any, Any]:
+    w = xg.nn.Parameter(xg.asarray(np.ones((3, 2))))
+    opt = xg.optim.SGD([w], lr=0.1, momentum=0.9)
+
+    def step(w: Any, opt: Any, x: Any) -> Any:
+        loss = xg.sum(xg.tanh(xg.matmul(x, w)) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = xg.jit(step)
+    x = np.ones((4, 3))
+    f(w, opt, x)  # the first step makes the momentum buffer; the program of the second is drawn
+    return f.trace(w, opt, x), w
+
+
+def test_draw_program_one_node_per_call() -> None:
+    prog = xg.jit(lambda x, w: xg.sum(xg.exp(x @ w), axis=0)).trace(np.ones((1, 3)), np.ones((3, 2)))
+    dot = viz.draw_program(prog)
+    assert dot.startswith('digraph "<lambda>" {') and dot.endswith("}\n")
+    ops = _ops(dot)
+    assert len(ops) == len(prog) == len(prog.instructions) == 3
+    assert [lab[0] for lab in ops.values()] == [ins.name for ins in prog.instructions]
+    labels = [lab[1] for lab in ops.values()]  # each result: its name in the listing, its shape and dtype
+    assert labels[0].endswith(": (1, 2) float64") and labels[2].endswith(": (2,) float64")
+    assert [lab[1].split(":")[0] for lab in ops.values()] == [f"v{ins.outs[0]}" for ins in prog.instructions]
+    for line in labels:
+        assert f"{line.split(':')[0]} = " in str(prog)  # the same names as print(program)
+    nodes = _nodes(dot)
+    assert nodes["in0"][0] == ["a0", "(1, 3) float64", "input 0"] and nodes["in1"][0] == ["a1", "(3, 2) float64", "input 1"]
+    # data flow: the inputs into the matmul, each call into the next; the sum is the output
+    assert _edges(dot) == [("in0", "op0"), ("in1", "op0"), ("op0", "op1"), ("op1", "op2")]
+    marked = [k for k, (_, attrs) in nodes.items() if "peripheries=2" in attrs]
+    assert marked == ["op2"] and nodes["op2"][0][-1] == "output 0"
+    edge_labels = [m["label"] for m in _EDGE.finditer(dot)]
+    assert edge_labels == ["a0", "a1", labels[0].split(":")[0], labels[1].split(":")[0]]
+    assert viz.draw_program(prog) == dot  # deterministic
+
+
+def test_draw_program_marks_in_place_updates_of_a_training_step() -> None:
+    prog, _ = _sgd_step_program()
+    dot = viz.draw_program(prog, rankdir="LR", graph_name="sgd step")
+    assert dot.startswith('digraph "sgd step" {\n  graph [rankdir=LR];')
+    nodes = _nodes(dot)
+    ops = {k: v for k, v in nodes.items() if k.startswith("op")}
+    assert len(ops) == len(prog)
+    in_place = {k: lab for k, (lab, attrs) in ops.items() if "dashed" in attrs}
+    expected = [i for i, ins in enumerate(prog.instructions) if ins.writes is not None]
+    assert len(expected) == 3  # momentum *= 0.9, momentum += grad, w -= lr * momentum
+    assert sorted(int(k[2:]) for k in in_place) == expected
+    for i in expected:
+        name = f"a{prog.input_slots.index(prog.instructions[i].writes)}"
+        assert in_place[f"op{i}"][-1] == f"{name}: (3, 2) float64, updated in place"
+    # the momentum buffer's second update reads the first update's result, not the input
+    first, second = expected[0], expected[1]
+    assert (f"op{first}", f"op{second}") in _edges(dot)
+    # outputs: the loss and the new gradient; the parameter's old gradient is an unused input
+    marked = {k: lab[-1] for k, (lab, attrs) in nodes.items() if "peripheries=2" in attrs}
+    assert sorted(marked.values()) == ["output 0", "output 1"]
+    unused = [k for k, (lab, _) in nodes.items() if k.startswith("in") and lab[-1] == "unused"]
+    assert len(unused) == 1
+    assert all(src in nodes and dst in nodes for src, dst in _edges(dot))
+
+
+def test_draw_program_constants_and_outputs_that_are_inputs() -> None:
+    c = np.arange(3.0)  # a constant array baked into the program (a closure)
+    prog = xg.jit(lambda x, y: (x * c, y)).trace(np.ones(3), np.ones(2))
+    nodes = _nodes(viz.draw_program(prog))
+    consts = [lab for k, (lab, _) in nodes.items() if k.startswith("const")]
+    assert consts == [["const", "(3,) float64"]]
+    assert nodes["in1"][0][-1] == "output 1" and "peripheries=2" in nodes["in1"][1]  # y is returned as it is
+    assert not any(k.startswith("const") for k in _nodes(viz.draw_program(prog, show_constants=False)))
+
+
+def test_draw_program_on_every_backend(backend: Any) -> None:
+    x = backend.asarray(np.ones((2, 3), dtype=np.float32))
+    prog = xg.jit(lambda x: xg.sum(xg.sin(x))).trace(x)
+    dot = viz.draw_program(prog)
+    ops = _ops(dot)
+    assert len(ops) == len(prog) >= 2
+    out = [lab for lab in ops.values() if lab[-1] == "output 0"]
+    assert len(out) == 1 and out[0][1].endswith(": () float32")
+    assert _nodes(dot)["in0"][0][1] == "(2, 3) float32"
+
+
+def test_draw_program_rejects_others_and_to_dot_points_to_it() -> None:
+    prog = xg.jit(lambda x: x + 1.0).trace(np.ones(2))
+    with pytest.raises(xg.XpgradTypeError, match=r"draw_program: expected a Program .* got Tensor"):
+        viz.draw_program(xg.asarray([1.0]))  # type: ignore[arg-type]
+    with pytest.raises(xg.XpgradTypeError, match=r"to_dot: got a jitted Program; draw it with xg.viz.draw_program"):
+        viz.to_dot(prog)  # type: ignore[arg-type]
+
+
+def test_render_draws_a_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """render(program, path) hands draw_program's text to Graphviz (a stand-in here: no dot needed)."""
+    prog = xg.jit(lambda x: xg.sum(x * x)).trace(np.ones(2))
+
+    class Source:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def pipe(self, format: str) -> bytes:  # noqa: A002 - graphviz's name
+            return f"{format}:{self.text}".encode()
+
+    fake = type(sys)("graphviz")
+    fake.Source = Source  # type: ignore[attr-defined]
+    fake.ExecutableNotFound = RuntimeError  # type: ignore[attr-defined]
+    monkeypatch.setattr(viz, "_graphviz", lambda: fake)
+    out = viz.render(prog, tmp_path / "prog.svg", rankdir="LR")
+    assert out.read_text() == "svg:" + viz.draw_program(prog, rankdir="LR")

@@ -8,6 +8,13 @@ parameters live on the chosen backend; the data are moved there once, and each
 minibatch is taken from them with ``xpgrad.take``. Training is plain PyTorch-style
 code: Adam, a cosine learning-rate schedule, ``zero_grad``/``backward``/``step``.
 
+With ``jit=True`` (``--jit``) the same step (forward, loss, ``backward()``, ``Adam.step()``)
+is one :func:`xpgrad.jit` function that takes the model and the optimizer as arguments:
+their parameters, gradients and Adam's moments and step count are the program's state,
+read and written back by each call. The first step traces; later steps replay the
+program (a new batch shape, the last short batch, traces once more). The learning rate
+of each step is an argument too, a 0-d array, so the schedule does not trace again.
+
 The same seed gives the same initial weights (:mod:`xpgrad.random` draws the same
 numbers on every backend), the same split and the same minibatch order on every
 backend. scikit-learn, tqdm and matplotlib come with the ``demo`` extra.
@@ -16,11 +23,13 @@ backend. scikit-learn, tqdm and matplotlib come with the ``demo`` extra.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +40,7 @@ from . import nn
 from ._exceptions import BackendNotInstalledError, XpgradError, XpgradValueError
 
 __all__ = ["BACKENDS", "MODELS", "DemoResult", "add_demo_parser", "build_model", "load_digits_split",
-           "plot_history", "train"]
+           "plot_history", "train", "train_step"]
 
 BACKENDS = ("numpy", "array_api_strict", "torch", "jax", "dask", "cupy")
 MODELS = ("mlp", "cnn")
@@ -59,7 +68,8 @@ class DemoResult:
     Attributes:
         accuracy: test accuracy after the last epoch (fraction in [0, 1]).
         seconds: wall time of the training and evaluation (data loading excluded).
-        epochs, backend, model, batch_size, lr, seed: the settings of the run.
+        epochs, backend, model, batch_size, lr, seed, jit: the settings of the run.
+        traces: how many times the jitted step was traced (0 without ``jit``).
         history: one dict per epoch: ``loss`` (mean training loss), ``train_accuracy``,
             ``test_accuracy``.
     """
@@ -73,6 +83,8 @@ class DemoResult:
     lr: float
     seed: int
     history: list[dict[str, float]] = field(default_factory=list)
+    jit: bool = False
+    traces: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
@@ -142,8 +154,64 @@ def _accuracy(model: Any, x: Any, y: Any, batch: int = 512) -> float:
     return correct / n
 
 
+@contextlib.contextmanager
+def _learning_rate(opt: Any, lr: Any) -> Iterator[None]:
+    """Set every parameter group's ``lr`` to ``lr`` (a 0-d array) for the block, then put the old values back."""
+    saved = [g["lr"] for g in opt.param_groups]
+    for g in opt.param_groups:
+        g["lr"] = lr
+    try:
+        yield
+    finally:
+        for g, v in zip(opt.param_groups, saved, strict=True):
+            g["lr"] = v
+
+
+def train_step(net: Any, opt: Any, xb: Any, yb: Any, lr: Any) -> tuple[Any, Any]:
+    """One training step of the demo: forward, cross-entropy, backward, an optimizer step at rate ``lr``.
+
+    Written to be jitted: the model and the optimizer are arguments (their parameters,
+    gradients and optimizer state are the program's state), and so is the learning rate,
+    a 0-d array (the optimizer's own ``lr`` is a hyperparameter, static in the jit
+    signature: a schedule that changed it would trace every step). Returns the loss and
+    the number of correct predictions in the batch.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> from xpgrad._demo import build_model, train_step
+        >>> with xg.default_device("numpy", seed=0):
+        ...     net = build_model("mlp")
+        ...     opt = xg.optim.Adam(net.parameters(), lr=1e-2)
+        ...     step = xg.jit(train_step)
+        ...     xb, yb = xg.zeros((8, 64), dtype=xg.float32), xg.asarray(np.arange(8) % 10)
+        ...     losses = [float(step(net, opt, xb, yb, np.asarray(1e-2))[0]) for _ in range(3)]
+        >>> losses[2] < losses[0], step.cache_info().traces
+        (True, 2)
+    """
+    logits = net(xb)
+    loss = nn.functional.cross_entropy(logits, yb)
+    opt.zero_grad()
+    loss.backward()
+    with _learning_rate(opt, lr):
+        opt.step()
+    correct = xg.count_nonzero(xg.argmax(logits.detach(), axis=1) == yb)
+    return loss.detach(), correct
+
+
+def _cosine_rates(lr: float, total: int) -> list[float]:
+    """The rate of each of ``total`` steps under CosineAnnealingLR, as the eager loop's scheduler sets them."""
+    stand_in = xg.optim.SGD([nn.Parameter(xg.zeros(1))], lr=lr)
+    sched = xg.optim.lr_scheduler.CosineAnnealingLR(stand_in, T_max=total)
+    rates = []
+    for _ in range(total):
+        rates.append(sched.get_last_lr()[0])
+        sched.step()
+    return rates
+
+
 def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None, batch_size: int = 32,
-          lr: float | None = None, seed: int = 0, *, progress: bool = True, plot: str | Path | None = None) -> DemoResult:
+          lr: float | None = None, seed: int = 0, *, progress: bool = True, plot: str | Path | None = None,
+          jit: bool = False) -> DemoResult:
     """Train the demo classifier on ``backend`` and return its test accuracy and curves.
 
     Args:
@@ -155,6 +223,8 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
         seed: seeds the split, the initial weights and the minibatch order.
         progress: show a tqdm progress bar per epoch (on stderr).
         plot: write a PNG with the loss and accuracy curves to this path.
+        jit: run each training step as one :func:`xpgrad.jit` program (:func:`train_step`);
+            the same numbers as without it, up to rounding in the last bits.
 
     Raises:
         XpgradValueError: an unknown backend or model, or a bad number.
@@ -195,7 +265,12 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
         opt = xg.optim.Adam(net.parameters(), lr=lr)
         n = x_tr.shape[0]
         n_batches = -(-n // batch_size)
-        sched = xg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * n_batches)
+        if jit:
+            # the schedule's rates, handed to the jitted step as 0-d arrays; opt keeps its lr
+            step = xg.jit(train_step)
+            rates = iter(_cosine_rates(lr, epochs * n_batches))
+        else:
+            sched = xg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * n_batches)
         xt, yt, xe, ye = (to_backend(a) for a in (x_tr, y_tr, x_te, y_te))
         order = np.random.default_rng(seed)
         net.train()
@@ -207,15 +282,21 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
             for i in range(0, n, batch_size):
                 idx = to_backend(perm[i : i + batch_size])
                 xb, yb = xg.take(xt, idx, axis=0), xg.take(yt, idx, axis=0)
-                logits = net(xb)
-                loss = xg.nn.functional.cross_entropy(logits, yb)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                sched.step()
+                if jit:
+                    # (a float64 0-d array where the library has float64; JAX without x64: float32)
+                    rate = policy.xp.asarray(np.asarray(next(rates)), device=policy.device)
+                    loss, hits = step(net, opt, xb, yb, rate)
+                else:
+                    logits = net(xb)
+                    loss = xg.nn.functional.cross_entropy(logits, yb)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    hits = xg.count_nonzero(xg.argmax(logits.detach(), axis=1) == yb)
                 m = int(idx.shape[0])
                 loss_sum += float(loss) * m
-                correct += int(xg.count_nonzero(xg.argmax(logits.detach(), axis=1) == yb))
+                correct += int(hits)
                 seen += m
                 if bar is not None:
                     bar.set_postfix({"loss": f"{loss_sum / seen:.4f}", "acc": f"{correct / seen:.3f}"}, refresh=False)
@@ -227,7 +308,8 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
                 bar.close()
     seconds = time.perf_counter() - start
     result = DemoResult(accuracy=history[-1]["test_accuracy"], seconds=seconds, epochs=epochs, backend=backend,
-                        model=model, batch_size=batch_size, lr=float(lr), seed=seed, history=history)
+                        model=model, batch_size=batch_size, lr=float(lr), seed=seed, history=history, jit=jit,
+                        traces=step.cache_info().traces if jit else 0)
     if plot is not None:
         plot_history(result, plot)
     return result
@@ -267,7 +349,7 @@ def plot_history(result: DemoResult, path: str | Path) -> Path:
     ax_acc.legend(loc="lower right")
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
-    fig.suptitle(f"xpgrad demo: {result.model.upper()} on UCI digits, {result.backend} backend, "
+    fig.suptitle(f"xpgrad demo: {result.model.upper()} on UCI digits, {result.backend} backend{', jit' if result.jit else ''}, "
                  f"{result.seconds:.1f} s")
     out = Path(path)
     fig.savefig(out, format="png", dpi=100)
@@ -277,14 +359,15 @@ def plot_history(result: DemoResult, path: str | Path) -> Path:
 def _cmd_demo(args: argparse.Namespace) -> int:
     try:
         result = train(args.backend, args.model, args.epochs, args.batch_size, args.lr, args.seed,
-                       progress=not (args.quiet or args.json), plot=args.plot)
+                       progress=not (args.quiet or args.json), plot=args.plot, jit=args.jit)
     except (XpgradError, OSError) as e:
         sys.stderr.write(f"python -m xpgrad demo: error: {e}\n")
         return 1
     if args.json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
-        sys.stdout.write(f"test accuracy {result.accuracy:.2%} ({result.model}, {result.backend} backend, "
+        mode = f", jit: {result.traces} traces" if result.jit else ""
+        sys.stdout.write(f"test accuracy {result.accuracy:.2%} ({result.model}, {result.backend} backend{mode}, "
                          f"{result.epochs} epochs, {result.seconds:.1f} s)\n")
         if args.plot is not None:
             sys.stdout.write(f"curves written to {args.plot}\n")
@@ -310,6 +393,8 @@ def add_demo_parser(sub: Any) -> argparse.ArgumentParser:
                       help=f"Adam's peak learning rate, cosine-annealed to 0 (default: {DEFAULTS['mlp']['lr']:g})")
     demo.add_argument("--seed", type=int, default=0, metavar="S",
                       help="seeds the split, the weights and the batch order (default: 0)")
+    demo.add_argument("--jit", action="store_true",
+                      help="run each training step as one xpgrad.jit program (traced once, then replayed)")
     demo.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of the loss and accuracy curves")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.add_argument("--json", action="store_true",

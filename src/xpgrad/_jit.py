@@ -232,6 +232,8 @@ class Program:
         self.output_slots = outputs  # a slot per output (int), or ("const", value)
         self.stateful = trace.stateful
         self.instructions = _dead_code(trace.instructions, outputs)
+        # each value's (shape, dtype), by slot: what xg.viz.draw_program labels the values with
+        self._meta = [(tuple(w.shape), w.dtype) for w in trace.witness]
         self._const: dict[str, Any] = {}
         names = {s: f"a{k}" for k, s in enumerate(self.input_slots)}
         self._names = names

@@ -1,4 +1,4 @@
-"""Pictures of the recorded graph: Graphviz DOT text, and SVG/PNG files through Graphviz.
+"""Pictures of the recorded graph and of jitted programs: Graphviz DOT text, and SVG/PNG files through Graphviz.
 
 :func:`to_dot` walks the tape backwards from a Tensor, the same way ``backward()``
 does (through each node's parents), and writes one DOT node per recorded primitive,
@@ -6,6 +6,10 @@ labelled with its name and its output's shape and dtype. It needs nothing beyond
 xpgrad. :func:`render` hands that text to the Graphviz ``dot`` program through the
 ``graphviz`` Python package (``pip install "xpgrad[viz]"`` plus Graphviz itself);
 importing this module does not import ``graphviz``.
+
+:func:`draw_program` does the same for a :class:`~xpgrad._jit.Program`, the straight-line
+program that :func:`xpgrad.jit` traces (``f.trace(*args)``): one node per backend call,
+edges from the values it reads, in-place updates marked. ``render`` draws either.
 
 The graph keeps its structure after ``backward()`` (only the saved values are
 freed, and with them the shapes that only they recorded), so it can be drawn before
@@ -23,9 +27,11 @@ from typing import Any
 
 from ._dtypes import dtype_name
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
+from ._jit import Program
+from ._tracing import Tracer
 from .autograd import ArgMeta, Tensor
 
-__all__ = ["render", "to_dot"]
+__all__ = ["draw_program", "render", "to_dot"]
 
 _EXTRA_HINT = 'pip install "xpgrad[viz]"'
 _FORMATS = ("svg", "png", "pdf")
@@ -35,6 +41,8 @@ _OP = 'shape=box, style="rounded,filled", fillcolor="#fff7d6"'
 _OUTPUT = 'shape=box, style="rounded,filled,bold", fillcolor="#b8e0a8", peripheries=2'
 _LEAF_GRAD = 'shape=ellipse, style="filled,bold", fillcolor="#a6cee3"'
 _CONST = 'shape=ellipse, style=dashed, color="#808080", fontcolor="#606060"'
+_INPUT = 'shape=ellipse, style=filled, fillcolor="#a6cee3"'
+_INPLACE = 'shape=box, style="rounded,filled,dashed", fillcolor="#fdd0a2"'
 
 
 def _fmt(shape: Any, dtype: Any) -> str:
@@ -48,6 +56,9 @@ def _quote(text: str) -> str:
 
 
 def _roots(tensor: Any) -> list[Tensor]:
+    if isinstance(tensor, Program):
+        msg = "to_dot: got a jitted Program; draw it with xg.viz.draw_program(program) (or xg.viz.render(program, path))"
+        raise XpgradTypeError(msg)
     ts = list(tensor) if isinstance(tensor, Sequence) and not isinstance(tensor, Tensor) else [tensor]
     for t in ts:
         if not isinstance(t, Tensor):
@@ -191,6 +202,148 @@ def to_dot(
     return "\n".join(lines) + "\n"
 
 
+def draw_program(program: Program, *, show_constants: bool = True, graph_name: str | None = None,
+                 rankdir: str = "TB") -> str:
+    """A jitted :class:`~xpgrad._jit.Program` as Graphviz DOT text.
+
+    Data flows from the program's inputs (top) to its outputs (bottom), as in
+    :func:`to_dot`. Each backend call is a rounded box with its name (``numpy.matmul``)
+    and, for each result, the value's name in the listing (``print(program)``) with its
+    shape and dtype; a result written into a dead buffer says so (``into v10``). A call
+    that updates a value in place (``p -= q`` of an optimizer step) is an orange dashed
+    box saying ``a1: (3, 2) float64, updated in place``; calls that read the value after
+    it are drawn from that box. Inputs are blue ellipses (``a0``... with their shapes; one that no call
+    reads says ``unused``), constant arrays baked into the program are dashed grey
+    ellipses, Python scalars are not drawn. The boxes (or inputs) that give the program's
+    results are green and double-bordered, labelled ``output 0``, ``output 1``... Each
+    edge is labelled with the value it carries.
+
+    Args:
+        program: what ``xg.jit(f).trace(*args)`` returns.
+        show_constants: draw constant array inputs.
+        graph_name: the DOT graph's name (default: the program's name).
+        rankdir: Graphviz's ``rankdir`` (``"TB"``, ``"LR"``, ...).
+
+    Returns:
+        The DOT source, ready for ``dot -Tsvg`` or :func:`render`.
+
+    Raises:
+        XpgradTypeError: ``program`` is not a Program.
+
+    Examples:
+        >>> import numpy as np, xpgrad as xg
+        >>> f = xg.jit(lambda x, y: xg.sum(xg.sin(x) * y))
+        >>> prog = f.trace(np.ones(3), np.ones(3))
+        >>> print(xg.viz.draw_program(prog), end="")
+        digraph "<lambda>" {
+          graph [rankdir=TB];
+          node [fontname="Helvetica", fontsize=10];
+          in0 [label="a0\\n(3,) float64\\ninput 0", shape=ellipse, style=filled, fillcolor="#a6cee3"];
+          in1 [label="a1\\n(3,) float64\\ninput 1", shape=ellipse, style=filled, fillcolor="#a6cee3"];
+          op0 [label="numpy.sin\\nv2: (3,) float64", shape=box, style="rounded,filled", fillcolor="#fff7d6"];
+          op1 [label="multiply\\nv3: (3,) float64 (into v2)", shape=box, style="rounded,filled", fillcolor="#fff7d6"];
+          op2 [label="numpy.sum\\nv4: () float64\\noutput 0", shape=box, style="rounded,filled,bold", fillcolor="#b8e0a8", peripheries=2];
+          in0 -> op0 [label="a0"];
+          op0 -> op1 [label="v2"];
+          in1 -> op1 [label="a1"];
+          op1 -> op2 [label="v3"];
+        }
+    """
+    if not isinstance(program, Program):
+        msg = f"draw_program: expected a Program (what xg.jit(f).trace(*args) returns), got {type(program).__name__}"
+        raise XpgradTypeError(msg)
+    meta = program._meta
+    name = program._name
+    outs: dict[int, list[int]] = {}  # slot -> the output positions that return it
+    const_outs: list[tuple[int, Any]] = []
+    for k, o in enumerate(program.output_slots):
+        if isinstance(o, int):
+            outs.setdefault(o, []).append(k)
+        else:
+            const_outs.append((k, o[1]))
+    writer: dict[int, str] = {s: f"in{k}" for k, s in enumerate(program.input_slots)}  # slot -> the node that gave its value
+    read: set[int] = set()
+    nodes: list[tuple[str, list[str], str]] = []
+    edges: list[tuple[str, str, str]] = []
+    for i, ins in enumerate(program.instructions):
+        me = f"op{i}"
+        seen: set[int] = set()
+        for a in _program_args((ins.args, ins.kwargs)):
+            if type(a) is Tracer:
+                if a._i not in seen:
+                    seen.add(a._i)
+                    read.add(a._i)
+                    edges.append((writer[a._i], me, name(a._i)))
+            elif show_constants:
+                cid = f"const{sum(n[0].startswith('const') for n in nodes)}"
+                nodes.append((cid, ["const", _fmt(a.shape, a.dtype)], _CONST))
+                edges.append((cid, me, ""))
+        label = [ins.name]
+        into = program._out_into.get(i)
+        for s in ins.outs:
+            label.append(f"{name(s)}: {_fmt(*meta[s])}" + (f" (into {name(into)})" if into is not None else ""))
+            writer[s] = me
+        style = _OP
+        if ins.writes is not None:
+            label.append(f"{name(ins.writes)}: {_fmt(*meta[ins.writes])}, updated in place")
+            writer[ins.writes] = me
+            style = _INPLACE
+        nodes.append((me, label, style))
+    # the outputs: what the last writer of each returned value gave
+    marks: dict[str, list[int]] = {}
+    for s, ks in outs.items():
+        marks.setdefault(writer[s], []).extend(ks)
+    lines = [f"digraph {_graph_id(graph_name if graph_name is not None else program.name)} {{"]
+    lines.append(f"  graph [rankdir={rankdir}];")
+    lines.append('  node [fontname="Helvetica", fontsize=10];')
+    for k, s in enumerate(program.input_slots):
+        nid = f"in{k}"
+        label = [name(s), _fmt(*meta[s]), f"input {k}"]
+        if s not in read:
+            label.append("unused")
+        lines.append(_node(nid, label, _INPUT, marks.get(nid)))
+    for k, v in const_outs:
+        text = ["const", _fmt(v.shape, v.dtype)] if hasattr(v, "shape") and hasattr(v, "dtype") else ["constant " + repr(v)[:40]]
+        lines.append(_node(f"out{k}", text, _CONST, [k]))
+    for nid, label, style in nodes:
+        lines.append(_node(nid, label, style, marks.get(nid)))
+    for src, dst, lab in edges:
+        lines.append(f"  {src} -> {dst}{f' [label={_quote(lab)}]' if lab else ''};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _graph_id(name: str) -> str:
+    return name if name.isidentifier() else _quote(name)
+
+
+def _node(nid: str, label: list[str], style: str, outputs: list[int] | None) -> str:
+    if outputs:
+        label = [*label, *(f"output {k}" for k in sorted(outputs))]
+        style = _OUTPUT if style in (_OP, _INPLACE) else style + ", peripheries=2"
+    return f"  {nid} [label={_quote(chr(10).join(label))}, {style}];"
+
+
+def _program_args(obj: Any) -> list[Any]:
+    """The traced values and constant arrays among a call's arguments, in order (nested ones too)."""
+    found: list[Any] = []
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        t = type(o)
+        if t is Tracer:
+            found.append(o)
+        elif t is tuple or t is list:
+            stack.extend(reversed(o))
+        elif t is dict:
+            stack.extend(reversed(list(o.values())))
+        elif t is slice:
+            stack.extend((o.step, o.stop, o.start))
+        elif not isinstance(o, (str, bytes, int, float, complex, type)) and hasattr(o, "shape") and hasattr(o, "dtype"):
+            found.append(o)
+    return found
+
+
 def _producers_first(roots: list[Any]) -> list[Any]:
     """The Nodes reachable from ``roots``, each after the Nodes it reads (parents in argument order)."""
     order: list[Any] = []
@@ -238,18 +391,19 @@ def _graphviz() -> Any:
         raise BackendNotInstalledError(msg) from e
 
 
-def render(tensor: Tensor | Sequence[Tensor], path: str | Path, *, format: str | None = None,  # noqa: A002 - Graphviz's own name
+def render(tensor: Tensor | Sequence[Tensor] | Program, path: str | Path, *, format: str | None = None,  # noqa: A002 - Graphviz's own name
            **options: Any) -> Path:
-    """Draw the graph recorded for ``tensor`` into an SVG, PNG or PDF file.
+    """Draw the graph recorded for ``tensor``, or a jitted Program, into an SVG, PNG or PDF file.
 
     Needs the ``graphviz`` Python package (the ``xpgrad[viz]`` extra) and the
     Graphviz ``dot`` program on ``PATH``.
 
     Args:
-        tensor: the output (or a sequence of outputs), as for :func:`to_dot`.
+        tensor: the output (or a sequence of outputs), as for :func:`to_dot`; or a
+            :class:`~xpgrad._jit.Program` (``xg.jit(f).trace(*args)``), as for :func:`draw_program`.
         path: the file to write.
         format: ``"svg"``, ``"png"`` or ``"pdf"``; None takes it from ``path``'s suffix.
-        **options: passed to :func:`to_dot` (``show_saved``, ``params``, ...).
+        **options: passed to :func:`to_dot` (``show_saved``, ``params``, ...) or :func:`draw_program`.
 
     Returns:
         ``path``, as a :class:`~pathlib.Path`.
@@ -278,7 +432,7 @@ def render(tensor: Tensor | Sequence[Tensor], path: str | Path, *, format: str |
     if fmt not in _FORMATS:
         msg = f"render: cannot write format {fmt or path.name!r}; use one of {', '.join(_FORMATS)} (format= or the file suffix)"
         raise XpgradValueError(msg)
-    source = to_dot(tensor, **options)
+    source = draw_program(tensor, **options) if isinstance(tensor, Program) else to_dot(tensor, **options)
     graphviz = _graphviz()
     try:
         data = graphviz.Source(source).pipe(format=fmt)

@@ -302,7 +302,8 @@ def _user_line() -> str:
         f = f.f_back  # type: ignore[assignment]
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_PKG):
+        # (xpgrad's generated code, the registry's functions, is named "<xpgrad registry: NAME>")
+        if not fn.startswith((_PKG, "<xpgrad")):
             import linecache
 
             src = linecache.getline(fn, f.f_lineno).strip()
@@ -310,7 +311,7 @@ def _user_line() -> str:
             if inner is not None:
                 where += f", through xpgrad's {inner}"
             return f"{where}: {src}" if src else where
-        if inner is None:
+        if inner is None and fn.startswith(_PKG):
             mod = fn[len(_PKG):].replace(os.sep, ".").removesuffix(".py")
             inner = f"{mod}.{f.f_code.co_name}"
         f = f.f_back  # type: ignore[assignment]
@@ -342,11 +343,29 @@ def _concrete(t: Any, what: str, *, shape: bool = False) -> ConcretizationError:
 
 
 # ---------------------------------------------------------------- the traced array
+_TENSOR: Any = None
+
+
+def _defer(other: Any) -> bool:
+    """Whether an operator of a tracer leaves ``other`` to answer: a Tensor (``raw - tensor`` is the
+    Tensor's ``__rsub__``, as it is eagerly with a raw array on the left)."""
+    global _TENSOR
+    if _TENSOR is None:
+        from .autograd._tensor import Tensor
+
+        _TENSOR = Tensor
+    return isinstance(other, _TENSOR)
+
+
 def _binary(name: str, op: Any) -> tuple[Any, Any]:
     def fwd(self: Tracer, other: Any) -> Any:
+        if type(other) is not Tracer and _defer(other):
+            return NotImplemented
         return self._t.call(op, name, (self, other), {}, self._ns())
 
     def rev(self: Tracer, other: Any) -> Any:
+        if type(other) is not Tracer and _defer(other):
+            return NotImplemented
         return self._t.call(op, name, (other, self), {}, self._ns())
 
     return fwd, rev

@@ -12,6 +12,9 @@ import copy
 import gc
 import threading
 import tracemalloc
+import gc
+import threading
+import tracemalloc
 from collections.abc import Callable
 from collections.abc import Callable
 from typing import Any
@@ -376,3 +379,161 @@ def test_jitted_training_with_batchnorm_buffers(oname: str, backend: Any) -> Non
     bn = m1[0]
     assert int(to_numpy(bn.num_batches_tracked)) == n
     assert _traces(step) == 2
+
+
+# ====================================================================== donation
+def _h(x: Any, y: Any) -> Any:
+    return xg.cos(x) * y + xg.sin(y)
+
+
+def test_donated_arguments_give_equal_results(backend: Any) -> None:
+    x0 = np.linspace(-1.0, 1.0, 6)
+    want = _h(backend.asarray(x0), backend.asarray(2.0 * x0))
+    f = xg.jit(_h, donate_argnums=0)
+    for _ in range(3):
+        x, y = backend.asarray(x0), backend.asarray(2.0 * x0)
+        _check(backend, f(x, y), want)
+        np.testing.assert_array_equal(to_numpy(y), 2.0 * x0)  # (not donated: never written)
+    assert _traces(f) == 1
+
+
+def test_donated_buffer_is_reused_on_numpy() -> None:
+    x0 = np.linspace(-1.0, 1.0, 6)
+    want = _h(x0, 2.0 * x0).data
+    f = xg.jit(_h, donate_argnums=0)
+    assert "out=a0" in f.trace(x0.copy(), x0.copy()).source  # the program writes into the donated buffer
+    f(x0.copy(), 2.0 * x0)
+    x = x0.copy()
+    out = f(x, 2.0 * x0)
+    np.testing.assert_array_equal(out.data, want)
+    assert not np.array_equal(x, x0)  # the donated buffer held an intermediate
+    # without donation, the arguments are never written
+    g = xg.jit(_h)
+    x = x0.copy()
+    for _ in range(3):
+        np.testing.assert_array_equal(g(x, x).data, _h(x0, x0).data)
+    np.testing.assert_array_equal(x, x0)
+
+
+def test_donated_buffer_shared_with_another_argument() -> None:
+    # f(x, x) with x donated: the program must not overwrite the x it still reads as y
+    x0 = np.linspace(-1.0, 1.0, 6)
+    want = _h(x0, x0).data
+    f = xg.jit(_h, donate_argnums=0)
+    for _ in range(3):
+        x = x0.copy()
+        np.testing.assert_array_equal(f(x, x).data, want)
+    both = np.concatenate([x0, x0])
+    np.testing.assert_array_equal(f(both[:6], both[:6]).data, want)  # two views of one buffer
+
+
+# ====================================================================== memory
+def test_replay_peak_memory_on_large(np_backend: Any) -> None:
+    """The `large` workload (benchmarks/workloads.py) at 2 M floats: the replay's peak."""
+    x = np.random.default_rng(0).standard_normal(2_000_000)
+    loss = lambda x: xg.sum(xg.exp(xg.sin(x)) * x)  # noqa: E731
+    eager = xg.grad(loss)
+    plain, donating = xg.jit(eager), xg.jit(eager, donate_argnums=0)
+    want = eager(x)
+
+    def peak(fn: Callable[[], Any]) -> tuple[float, Any]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            out = fn()
+            return tracemalloc.get_traced_memory()[1] / x.nbytes, out
+        finally:
+            tracemalloc.stop()
+
+    plain(x)
+    donating(x.copy())
+    slack = 64 * 1024 / x.nbytes
+    p_eager, _ = peak(lambda: eager(x))
+    p_plain, out = peak(lambda: plain(x))
+    np.testing.assert_array_equal(out, want)
+    y = x.copy()
+    p_donated, out = peak(lambda: donating(y))
+    np.testing.assert_array_equal(out, want)
+    # the result is one |x|; donated, the program's only other buffer is the argument's own
+    assert p_donated <= 2.0 + slack, (p_donated, p_plain, p_eager)
+    assert p_plain <= p_eager + slack, (p_plain, p_eager)
+    # not donated: e = exp(sin(x)) lives to the end, and the backward rules' order needs
+    # x * e and cos(x) at once: three buffers (as eager) for a bit-identical program
+    assert p_plain <= 3.0 + slack, (p_plain, p_eager)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 19's target (peak <= 2.0 x |x| on `large`) holds only with donate_argnums: "
+                   "without it the program keeps exp(sin(x)), x * exp(sin(x)) and cos(x) alive together (3.0 x, as eager); "
+                   "2 buffers would need reassociating the backward's products, which changes the rounding")
+def test_replay_peak_memory_on_large_without_donation(np_backend: Any) -> None:
+    x = np.random.default_rng(0).standard_normal(2_000_000)
+    f = xg.jit(xg.grad(lambda x: xg.sum(xg.exp(xg.sin(x)) * x)))
+    f(x)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        f(x)
+        p = tracemalloc.get_traced_memory()[1] / x.nbytes
+    finally:
+        tracemalloc.stop()
+    assert p <= 2.0 + 64 * 1024 / x.nbytes, p
+
+
+# ====================================================================== threads
+def test_two_threads_with_different_signatures(backend: Any) -> None:
+    f = xg.jit(xg.grad(_chain))
+    xs = [_arr(backend, 3), _arr(backend, 5)]
+    wants = [to_numpy(xg.grad(_chain)(x)) for x in xs]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+    n = 20 if backend.name == "dask" else 100
+
+    def work(k: int) -> None:
+        try:
+            barrier.wait()
+            for _ in range(n):
+                got = to_numpy(f(xs[k]))
+                if backend.name in ("numpy", "array_api_strict"):
+                    np.testing.assert_array_equal(got, wants[k])
+                else:
+                    np.testing.assert_allclose(got, wants[k], rtol=1e-12)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    info = f.cache_info()
+    assert (info.traces, info.currsize, info.hits) == (2, 2, 2 * n - 2)
+
+
+# ====================================================================== seeing the program
+def test_trace_returns_a_readable_program(backend: Any) -> None:
+    f = xg.jit(xg.grad(_chain))
+    x = _arr(backend, 4)
+    prog = f.trace(x)
+    text = str(prog)
+    assert text.startswith("program _chain(a0):")
+    assert "sin(" in text and "exp(" in text and "cos(" in text and "return" in text
+    assert len(prog) == len(text.splitlines()) - 2 and prog.inputs == ["a0"] and len(prog.outputs) == 1
+    code = compile(prog.source, "<program>", "exec")
+    assert code.co_filename == "<program>"
+    _check(backend, prog.fn(x)[0], xg.grad(_chain)(x))
+    assert _traces(f) == 1 and f.cache_info().currsize == 0  # trace() caches nothing
+    assert f.lower is not None
+
+
+def test_trace_leaves_a_module_and_optimizer_alone(backend: Any) -> None:
+    m = _mlp(backend)
+    opt = optim.Adam(m.parameters(), lr=0.1)
+    x, y = _data(backend)
+    before = {k: to_numpy(v).copy() for k, v in m.state_dict().items()}
+    prog = xg.jit(_train_step).trace(m, opt, x, y)
+    assert "# updates" in str(prog) or "return" in str(prog)
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(to_numpy(v), before[k])
+    assert all(p.grad is None for p in m.parameters())
+    assert not opt.state

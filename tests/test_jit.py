@@ -12,15 +12,10 @@ import copy
 import gc
 import threading
 import tracemalloc
-import gc
-import threading
-import tracemalloc
-from collections.abc import Callable
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pytest
 import pytest
 
 import xpgrad as xg
@@ -431,7 +426,7 @@ def test_donated_buffer_shared_with_another_argument() -> None:
 def test_replay_peak_memory_on_large(np_backend: Any) -> None:
     """The `large` workload (benchmarks/workloads.py) at 2 M floats: the replay's peak."""
     x = np.random.default_rng(0).standard_normal(2_000_000)
-    loss = lambda x: xg.sum(xg.exp(xg.sin(x)) * x)  # noqa: E731
+    loss = lambda x: xg.sum(xg.exp(xg.sin(x)) * x)
     eager = xg.grad(loss)
     plain, donating = xg.jit(eager), xg.jit(eager, donate_argnums=0)
     want = eager(x)
@@ -537,3 +532,101 @@ def test_trace_leaves_a_module_and_optimizer_alone(backend: Any) -> None:
         np.testing.assert_array_equal(to_numpy(v), before[k])
     assert all(p.grad is None for p in m.parameters())
     assert not opt.state
+
+
+# ====================================================================== bad arguments
+@pytest.mark.parametrize(("kw", "shown"), [
+    ({"static_argnums": -1}, "-1"), ({"static_argnums": "a"}, "'a'"), ({"static_argnums": (0, 1.5)}, "1.5"),
+    ({"static_argnums": True}, "True"), ({"donate_argnums": -2}, "-2"), ({"donate_argnums": [None]}, "None"),
+    ({"static_argnums": 1, "donate_argnums": 1}, "[1]"), ({"cache_size": 0}, "0"), ({"cache_size": "3"}, "'3'"),
+    ({"compile": "xla"}, "'xla'"),
+])
+def test_bad_options_raise_naming_jit_and_the_value(kw: dict[str, Any], shown: str) -> None:
+    with pytest.raises(xg.XpgradValueError) as ei:
+        xg.jit(_chain, **kw)
+    msg = str(ei.value)
+    assert msg.startswith("jit:") and shown in msg, msg
+    assert next(iter(kw)) in msg or "static and donated" in msg, msg
+
+
+def test_bad_static_values_raise_naming_them(np_backend: Any) -> None:
+    f = xg.jit(lambda x, s: xg.sum(x) * len(s), static_argnums=1)
+    x = np.ones(3)
+    with pytest.raises(xg.XpgradTypeError, match=r"jit\(<lambda>\): a static value must be hashable, got set \{1, 2\}"):
+        f(x, {1, 2})
+    with pytest.raises(xg.XpgradValueError, match=r"jit\(<lambda>\): an array cannot be a static value"):
+        f(x, np.ones(2))
+    g = xg.jit(lambda x, *, s: xg.sum(x) * len(s), static_argnames="s")
+    with pytest.raises(xg.XpgradTypeError, match=r"got list \[\[1\], \{2: 3\}, \{4\}\]|got set \{4\}"):
+        g(x, s=[[1], {2: 3}, {4}])
+    with pytest.raises(xg.XpgradTypeError, match="expected a function, got int 3"):
+        xg.jit(3)
+    assert f.cache_info().traces == 0
+
+
+# ====================================================================== results that required grad
+def test_backward_through_a_jitted_result_raises(backend: Any) -> None:
+    w = xg.Tensor(_arr(backend, 3), requires_grad=True)
+    f = xg.jit(lambda w: xg.sum(xg.sin(w) * w))
+    for _ in range(2):  # the tracing call and a replay
+        out = f(w)
+        assert out.requires_grad
+        with pytest.raises(xg.NonDifferentiableError, match=r"backward through the result of an xg\.jit function"):
+            (out * 2.0).backward()
+        assert w.grad is None
+    # a gradient taken through the jitted function raises too (it would be zero, silently, otherwise)
+    x = _arr(backend, 3)
+    with pytest.raises(xg.NonDifferentiableError):
+        xg.grad(lambda x: f(x))(x)
+    # what works: differentiate inside
+    _check(backend, xg.jit(xg.grad(lambda w: xg.sum(xg.sin(w) * w)))(x), xg.grad(lambda w: xg.sum(xg.sin(w) * w))(x))
+
+
+# ====================================================================== nesting
+def test_jit_inside_jit_is_inlined(backend: Any) -> None:
+    inner = xg.jit(lambda x: xg.sin(x) * 2.0)
+    outer = xg.jit(lambda x: xg.sum(inner(x) + 1.0))
+    x = _arr(backend, 4)
+    want = xg.sum(xg.sin(x) * 2.0 + 1.0)
+    _check(backend, outer(x), want)
+    _check(backend, outer(x), want)
+    assert _traces(inner) == 0 and outer.cache_info()[:2] == (1, 1)
+    assert "sin" in str(outer.trace(x))
+
+
+def test_jit_of_vmap_and_vmap_of_jit(backend: Any) -> None:
+    row = lambda r: xg.sum(xg.tanh(r) * r)
+    xs = _arr(backend, 3, 4)
+    want = xg.vmap(row)(xs)
+    jv = xg.jit(xg.vmap(row))
+    _check(backend, jv(xs), want)
+    _check(backend, jv(xs), want)
+    assert _traces(jv) == 1
+    j = xg.jit(row)
+    _check(backend, xg.vmap(j)(xs), want)  # (falls back to row itself)
+    assert _traces(j) == 0
+
+
+TRANSFORMS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("hessian", xg.hessian(lambda x: xg.sum(xg.sin(x) ** 3))),
+    ("jacrev", xg.jacrev(lambda x: xg.tanh(x) * x)),
+    ("jvp", lambda x: xg.jvp(lambda y: xg.sin(y) * y, (x,), (xg.ones_like(x),))),
+    ("vjp", lambda x: xg.vjp(lambda y: xg.sin(y) * y, x)[1](xg.cos(x))),
+    ("value_and_grad", xg.value_and_grad(lambda x: xg.sum(xg.exp(x) / (1.0 + x * x)))),
+]
+
+
+@pytest.mark.parametrize(("name", "tf"), TRANSFORMS, ids=[n for n, _ in TRANSFORMS])
+def test_jit_of_transforms_equals_eager(name: str, tf: Callable[[Any], Any], backend: Any) -> None:
+    x = _arr(backend, 4)
+    want = tf(x)
+    jt = xg.jit(tf)
+    for _ in range(2):
+        got = jt(x)
+        if isinstance(want, tuple):
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for a, b in zip(got, want, strict=True):
+                _check(backend, a, b, rtol=1e-12)
+        else:
+            _check(backend, got, want, rtol=1e-12)
+    assert jt.cache_info()[:2] == (1, 1)

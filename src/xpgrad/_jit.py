@@ -571,7 +571,7 @@ class Jitted:
         entry.run = _backend_runner(program, trace, self.compile, donated)
         entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated and s in program._out_into.values()]
         # the first call's result: the program's outputs as the trace computed them
-        result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs))
+        result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs), cells)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
         if cacheable:
             with self._lock:
@@ -632,11 +632,13 @@ def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor], name
     return ("const", out)
 
 
-def _build_out(tmpl: Any, res: tuple[Any, ...]) -> Any:
+def _build_out(tmpl: Any, res: tuple[Any, ...], cells: _Cells | None = None) -> Any:
     kind = tmpl[0]
     if kind == "tensor":
         if tmpl[2] and GRAD_ENABLED.get():
-            return _jit_output(res[tmpl[1]])
+            # (it hangs from the call's Tensors that require grad, so that a gradient taken through
+            # the call, grad of a jitted function, reaches its rule and raises)
+            return _jit_output(res[tmpl[1]], () if cells is None else tuple(t for t in cells.tensors if t._requires_grad))
         return Tensor(res[tmpl[1]])
     if kind == "raw":
         return res[tmpl[1]]
@@ -645,14 +647,14 @@ def _build_out(tmpl: Any, res: tuple[Any, ...]) -> Any:
     if kind == "const":
         return tmpl[1]
     if kind is dict:
-        return {k: _build_out(v, res) for k, v in tmpl[1].items()}
-    items = [_build_out(o, res) for o in tmpl[1]]
+        return {k: _build_out(v, res, cells) for k, v in tmpl[1].items()}
+    items = [_build_out(o, res, cells) for o in tmpl[1]]
     if kind is tuple or kind is list:
         return kind(items)
     return kind(*items)
 
 
-_NO_VJP = _core.Primitive("jit", lambda xp, x: x)
+_NO_VJP = _core.Primitive("jit", lambda xp, x, *sources: x, save=())
 
 
 def _no_vjp(*a: Any, **k: Any) -> Any:
@@ -664,13 +666,13 @@ def _no_vjp(*a: Any, **k: Any) -> Any:
     raise NonDifferentiableError(msg)
 
 
-_NO_VJP.defvjp(_no_vjp)
+_NO_VJP.defvjp(_no_vjp, rest=_no_vjp)
 
 
-def _jit_output(raw: Any) -> Tensor:
+def _jit_output(raw: Any, sources: tuple[Tensor, ...] = ()) -> Tensor:
     """A result that required grad when traced: it still says so, and backward through it raises."""
     src = Tensor(raw, requires_grad=True)
-    return _core.apply(_NO_VJP, (src,), {})  # type: ignore[no-any-return]
+    return _core.apply(_NO_VJP, (src, *sources), {})  # type: ignore[no-any-return]
 
 
 def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
@@ -698,7 +700,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     for o, c in zip(flat.objects, entry.counts):
         if c:
             o._jit_replayed(c)
-    return _build_out(entry.out_tmpl, res)
+    return _build_out(entry.out_tmpl, res, cells)
 
 
 def _val(res: tuple[Any, ...], entry: _Entry, s: int) -> Any:

@@ -410,16 +410,18 @@ def test_donated_buffer_is_reused_on_numpy() -> None:
     np.testing.assert_array_equal(x, x0)
 
 
-def test_donated_buffer_shared_with_another_argument() -> None:
-    # f(x, x) with x donated: the program must not overwrite the x it still reads as y
+def test_donated_buffer_shared_with_another_argument(backend: Any) -> None:
+    # f(x, x) with x donated: the program must not overwrite the x it still reads as y (NumPy),
+    # nor hand XLA one buffer donated and read (JAX)
     x0 = np.linspace(-1.0, 1.0, 6)
-    want = _h(x0, x0).data
+    want = _h(backend.asarray(x0), backend.asarray(x0))
     f = xg.jit(_h, donate_argnums=0)
     for _ in range(3):
-        x = x0.copy()
-        np.testing.assert_array_equal(f(x, x).data, want)
-    both = np.concatenate([x0, x0])
-    np.testing.assert_array_equal(f(both[:6], both[:6]).data, want)  # two views of one buffer
+        x = backend.asarray(x0)
+        _check(backend, f(x, x), want)
+    if backend.name == "numpy":
+        both = np.concatenate([x0, x0])
+        _check(backend, f(both[:6], both[:6]), want)  # two views of one buffer
 
 
 # ====================================================================== memory
@@ -580,6 +582,36 @@ def test_backward_through_a_jitted_result_raises(backend: Any) -> None:
         xg.grad(lambda x: f(x))(x)
     # what works: differentiate inside
     _check(backend, xg.jit(xg.grad(lambda w: xg.sum(xg.sin(w) * w)))(x), xg.grad(lambda w: xg.sum(xg.sin(w) * w))(x))
+
+
+# ====================================================================== operators and indexing under trace
+def test_gradient_of_indexing(backend: Any) -> None:
+    # the backward of getitem embeds the gradient with a setitem: on JAX (immutable) an
+    # out-of-place update, recorded as one call
+    def loss(x: Any) -> Any:
+        y = xg.asarray(x) * 1.0
+        y[0] = 5.0
+        y[1:] += x[:3]
+        return xg.sum(y[1:] ** 2) + xg.sum(x[::2])
+
+    x = _arr(backend, 4)
+    f = xg.jit(xg.value_and_grad(loss))
+    for _ in range(2):
+        got, want = f(x), xg.value_and_grad(loss)(x)
+        _check(backend, got[0], want[0])
+        _check(backend, got[1], want[1])
+
+
+def test_raw_array_and_tensor_operands(backend: Any) -> None:
+    # a raw traced array on the left of a Tensor: the Tensor's reflected operator answers, as eagerly
+    t = xg.Tensor(_arr(backend, 3), requires_grad=True)
+    f = xg.jit(lambda x, t: ((x - t) * (x / t) + (t + x)) @ t)
+    x = _arr(backend, 3)
+    xt = xg.asarray(x)  # (eagerly, array-api-strict's operators refuse a Tensor on the right)
+    with xg.no_grad():
+        for _ in range(2):
+            _check(backend, f(x, t), ((xt - t) * (xt / t) + (t + xt)) @ t)
+    assert _traces(f) == 1
 
 
 # ====================================================================== nesting

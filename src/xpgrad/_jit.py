@@ -371,7 +371,7 @@ class _Entry:
     number_cells: list[tuple[int, int]]  # (number cell, output)
     counts: list[int]  # optimizer steps the call made, per state object
     bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
-    donated: list[int]  # the program's inputs whose NumPy buffers it may overwrite (donate_argnums)
+    donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
 
     def __init__(self) -> None:
         self.run: Callable[..., tuple[Any, ...]] = _unset
@@ -569,7 +569,7 @@ class Jitted:
         entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
         entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
         entry.run = _backend_runner(program, trace, self.compile, donated)
-        entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated and s in program._out_into.values()]
+        entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated]
         # the first call's result: the program's outputs as the trace computed them
         result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs), cells)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
@@ -681,11 +681,12 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [g.data for g in cells.grad_tensors]
     ins += [d[n] for d, n, _ in cells.numbers]
     for k in entry.donated:
-        # a donated buffer that another input shares (f(x, x), overlapping views) is copied:
-        # the program would overwrite a value it still reads
+        # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
+        # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)
         a = ins[k]
-        if any(j != k and isinstance(b, np.ndarray) and np.may_share_memory(a, b) for j, b in enumerate(ins)):
-            ins[k] = a.copy()
+        if any(j != k and (b is a or (type(a) is np.ndarray and type(b) is np.ndarray and np.may_share_memory(a, b)))
+               for j, b in enumerate(ins)):
+            ins[k] = a.copy() if type(a) is np.ndarray else backend_namespace(a).asarray(a, copy=True)
     res = entry.run(*ins)
     for (kind, i), s in entry.rebind:
         (cells.tensors if kind == 0 else cells.grad_tensors)[i].data = _val(res, entry, s)

@@ -263,6 +263,10 @@ def test_concretization_error_on_a_tensor_argument(backend: Any) -> None:
     w = xg.Tensor(backend.asarray(np.array([1.0, 2.0])), requires_grad=True)
     with pytest.raises(xg.ConcretizationError, match=r"float\(\)"):
         xg.jit(lambda w: float(xg.sum(w)))(w)
+    # what the message suggests works: xg.where instead of an if
+    f0 = xg.jit(lambda w: xg.where(xg.sum(w) > 0, w, -w))
+    _check(backend, f0(w), xg.where(xg.sum(w) > 0, w, -w))
+    _check(backend, f0(-w.detach()), w.detach())
     # a static argument may be read
     f = xg.jit(lambda x, k: x[:k] * 2.0, static_argnums=1)
     x = backend.asarray(np.arange(4.0))
@@ -563,6 +567,8 @@ def test_bad_static_values_raise_naming_them(np_backend: Any) -> None:
         g(x, s=[[1], {2: 3}, {4}])
     with pytest.raises(xg.XpgradTypeError, match="expected a function, got int 3"):
         xg.jit(3)
+    with pytest.raises(xg.XpgradValueError, match=r"jit\(compile='torch'\): the arguments are \['numpy'\] arrays"):
+        xg.jit(_chain, compile="torch")(x)
     assert f.cache_info().traces == 0
 
 
@@ -662,3 +668,16 @@ def test_jit_of_transforms_equals_eager(name: str, tf: Callable[[Any], Any], bac
         else:
             _check(backend, got, want, rtol=1e-12)
     assert jt.cache_info()[:2] == (1, 1)
+
+
+def test_dask_replay_stays_lazy(computes: Any) -> None:
+    import dask.array as da
+
+    f = xg.jit(xg.value_and_grad(_chain))
+    x = da.from_array(np.linspace(-1.0, 1.0, 8), chunks=4)
+    f(x)
+    v, g = f(x)  # the replay builds the graph, and computes nothing
+    computes.assert_none("a replayed jitted call on Dask")
+    want = xg.value_and_grad(_chain)(np.linspace(-1.0, 1.0, 8))
+    np.testing.assert_allclose(to_numpy(v), to_numpy(want[0]), rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(g), to_numpy(want[1]), rtol=1e-12)

@@ -327,11 +327,13 @@ class Adagrad(Optimizer):
 def _count(v: Any) -> Any:
     """A step count for float arithmetic: a Python int as it is; a 0-d integer array (a step
     count xg.jit traces) as float64, which every library raises a Python float to (array-api-strict
-    refuses ``0.9 ** int_array``; torch would compute it in float32)."""
+    refuses ``0.9 ** int_array``; torch would compute it in float32). ``[()]`` makes it a NumPy
+    scalar on NumPy, whose power is Python's (libm's ``pow``; NumPy's power of arrays may differ
+    by an ulp), so that the program's bias corrections are the eager step's bit for bit."""
     if isinstance(v, int):
         return v
     xp = backend_namespace(v)
-    return xp.astype(v, xp.float64)
+    return xp.astype(v, xp.float64)[()]
 
 
 def _sqrt(v: Any) -> Any:

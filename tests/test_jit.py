@@ -367,6 +367,40 @@ def test_jitted_optimizers_float64(oname: str, kw: dict[str, Any], backend: Any)
     assert _traces(js) == 2
 
 
+@pytest.mark.parametrize("oname", ["Adam", "Adagrad"])
+def test_jitted_then_eager_then_reloaded_optimizer(oname: str, backend: Any) -> None:
+    # after jitted steps the step count is a 0-d array: eager steps, state_dict and
+    # load_state_dict go on from it
+    w0 = RNG.uniform(-1, 1, 5)
+    ps = [nn.Parameter(xg.asarray(backend.asarray(w0))) for _ in range(2)]
+    opts = [getattr(optim, oname)([p], lr=0.1) for p in ps]
+
+    def step(p: Any, o: Any) -> Any:
+        o.zero_grad()
+        loss = xg.sum(xg.sin(p) * p)
+        loss.backward()
+        o.step()
+        return loss
+
+    js = xg.jit(step)
+    for _ in range(4):
+        js(ps[0], opts[0])
+        step(ps[1], opts[1])
+    for _ in range(2):
+        step(ps[0], opts[0])
+        step(ps[1], opts[1])
+    reloaded = getattr(optim, oname)([ps[0]], lr=0.1)
+    reloaded.load_state_dict(opts[0].state_dict())
+    for _ in range(3):
+        js(ps[0], reloaded)
+        step(ps[1], opts[1])
+    if backend.name == "numpy":
+        np.testing.assert_array_equal(to_numpy(ps[0]), to_numpy(ps[1]))
+    else:
+        np.testing.assert_allclose(to_numpy(ps[0]), to_numpy(ps[1]), rtol=1e-12, atol=1e-15)
+    assert int(to_numpy(xg.asarray(reloaded.state[id(ps[0])]["step"]))) == 9
+
+
 def _loss(params: list[Any], x: Any, y: Any) -> Any:
     w1, b1, w2, b2 = params
     h = xg.tanh(x @ w1 + b1)

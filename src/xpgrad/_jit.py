@@ -38,7 +38,7 @@ from ._jit_passes import dead_code as _dead_code
 from ._jit_passes import last_uses as _last_uses
 from ._jit_passes import reuse_plan as _reuse_plan
 from ._policy import current_policy
-from ._tracing import TRACE, Trace, Tracer
+from ._tracing import TRACE, Trace, Tracer, _tracers_in
 from .autograd import _core
 from .autograd._anomaly import ANOMALY
 from .autograd._grad_mode import GRAD_ENABLED
@@ -572,6 +572,7 @@ class Jitted:
         entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated]
         # the first call's result: the program's outputs as the trace computed them
         result = _build_out(out_tmpl, tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs), cells)
+        _forget_witnesses(trace)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
         if cacheable:
             with self._lock:
@@ -579,6 +580,26 @@ class Jitted:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return result, program
+
+
+class _Spec:
+    """What a traced value keeps once its program is built: its shape and dtype (for the listing)."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, w: Any) -> None:
+        self.shape = tuple(w.shape)
+        self.dtype = w.dtype
+
+
+def _forget_witnesses(trace: Trace) -> None:
+    """Drop the first call's arrays: the program's instructions hold its tracers, and a cached
+    program would otherwise keep every intermediate of the traced call alive."""
+    for ins in trace.instructions:
+        for t in _tracers_in((ins.args, ins.kwargs)):
+            if type(t._w) is not _Spec:
+                t._w = _Spec(t._w)
+    trace.witness = []
 
 
 def cells_index(cells: _Cells, t: Tensor) -> tuple[int, int]:

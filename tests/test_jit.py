@@ -158,6 +158,49 @@ def test_train_and_eval_trace_separately(backend: Any) -> None:
         _check(backend, b, rb)
 
 
+def test_anomaly_mode_requires_grad_structure_and_hyperparameters_trace_again(backend: Any) -> None:
+    f = xg.jit(lambda x, y: x + y)
+    x = _arr(backend, 2)
+    f(x, x)
+    with xg.detect_anomaly():
+        f(x, x)
+    assert _traces(f) == 2
+    t = xg.Tensor(_arr(backend, 2))
+    g = xg.jit(lambda t: t * 2.0)
+    assert not g(t).requires_grad
+    t.requires_grad = True
+    assert g(t).requires_grad and _traces(g) == 2
+    # a parameter replaced by one of another shape: the module's structure is in the signature
+    lin = nn.Linear(2, 2)
+    backend.to(lin, dtype=xg.float64)
+    h = xg.jit(lambda m, x: m(x))
+    xin = xg.asarray(_arr(backend, 3, 2))
+    h(lin, xin)
+    lin.weight = nn.Parameter(xg.asarray(backend.asarray(np.ones((4, 2)))))
+    lin.bias = nn.Parameter(xg.asarray(backend.asarray(np.zeros(4))))
+    assert h(lin, xin).shape == (3, 4) and _traces(h) == 2
+    # a new learning rate: the hyperparameters are static, and the new one is the one used
+    ps = [nn.Parameter(xg.asarray(backend.asarray(np.array([1.0, 2.0])))) for _ in range(2)]
+    opts = [optim.SGD([p], lr=0.1) for p in ps]
+
+    def step(p: Any, o: Any) -> Any:
+        o.zero_grad()
+        loss = xg.sum(p * p)
+        loss.backward()
+        o.step()
+        return loss
+
+    js = xg.jit(step)
+    for i in range(6):
+        if i == 3:
+            for o in opts:
+                o.param_groups[0]["lr"] = 0.01
+        js(ps[0], opts[0])
+        step(ps[1], opts[1])
+    _check(backend, ps[0], ps[1])
+    assert _traces(js) == 3  # (no gradient yet; lr 0.1; lr 0.01)
+
+
 def test_cache_size_evicts_least_recently_used(np_backend: Any) -> None:
     f = xg.jit(_chain, cache_size=2)
     a, b, c = (_arr(np_backend, n) for n in (2, 3, 4))

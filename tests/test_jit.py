@@ -747,6 +747,21 @@ def test_raw_array_and_tensor_operands(backend: Any) -> None:
         for _ in range(2):
             _check(backend, f(x, t), ((xt - t) * (xt / t) + (t + xt)) @ t)
     assert _traces(f) == 1
+    # in place: raw += tensor rebinds the name to the Tensor's result (nothing of t baked in)
+
+    def g(x: Any, t: Any) -> Any:
+        y = x * 1.0
+        y += t
+        y *= t
+        return y
+
+    jg = xg.jit(g)
+    for k in (1.0, 5.0):
+        tk = xg.Tensor(backend.asarray(np.full(3, k)))
+        out = jg(x, tk)
+        assert isinstance(out, xg.Tensor) and not xg._tracing.is_tracer(out.data)
+        _check(backend, out, (xt + tk) * tk)
+    assert _traces(jg) == 1
 
 
 def test_closure_constants(backend: Any, request: pytest.FixtureRequest) -> None:

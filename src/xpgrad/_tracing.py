@@ -373,6 +373,8 @@ def _binary(name: str, op: Any) -> tuple[Any, Any]:
 
 def _inplace(name: str, op: Any) -> Any:
     def fn(self: Tracer, other: Any) -> Any:
+        if type(other) is not Tracer and _defer(other):
+            return NotImplemented  # (raw += tensor rebinds to the Tensor's result, as eagerly)
         return self._t.call(op, name, (self, other), {}, self._ns())
 
     return fn

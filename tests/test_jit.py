@@ -316,6 +316,41 @@ def test_concretization_error_on_a_tensor_argument(backend: Any) -> None:
     _check(backend, f(x, 2), backend.asarray(np.array([0.0, 2.0])))
 
 
+def _k_numpy_function(x: Any, n: Any) -> Any:
+    return np.swapaxes(x, 0, 0)
+
+
+def test_concretization_in_a_library_function_names_the_user_line(np_backend: Any) -> None:
+    # (numpy's own Python wrappers are not the user's line)
+    with pytest.raises(xg.ConcretizationError) as ei:
+        xg.jit(_k_numpy_function)(np.ones((2, 2)), None)
+    assert f"test_jit.py:{_k_numpy_function.__code__.co_firstlineno + 1} " in str(ei.value), str(ei.value)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a Module and optimizer captured by the jitted function's closure (not passed as arguments): the backward "
+    "rules of its parameters resolved the raw backend namespace from the constant weights and meet a traced "
+    "gradient, which fails per backend (ConcretizationError through numpy's wrappers on NumPy and Dask, "
+    "AttributeError/TypeError on array-api-strict, torch, JAX) instead of one clear error saying to pass them"))
+def test_closure_module_raises_a_clear_error(backend: Any) -> None:
+    m = _mlp(backend)
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    x, y = _data(backend)
+    before = [to_numpy(p).copy() for p in m.parameters()]
+
+    @xg.jit
+    def step(x: Any, y: Any) -> Any:
+        return _train_step(m, opt, x, y)
+
+    try:
+        with pytest.raises(xg.XpgradError, match=r"pass (it|them) as (an )?arguments?"):
+            step(x, y)
+    finally:  # (whatever it raises, the module is left as it was)
+        for p, b in zip(m.parameters(), before, strict=True):
+            assert not xg._tracing.is_tracer(p.data) and p.grad is None
+            np.testing.assert_array_equal(to_numpy(p), b)
+
+
 # ====================================================================== training loops
 def _steps(backend: Any) -> int:
     return 10 if backend.name == "dask" else 200  # (Dask: a graph and a persist per step, ~0.2 s each)

@@ -374,12 +374,14 @@ class _Entry:
     out_tmpl: Any
     grad_outputs: list[int]  # outputs that required grad when traced
     simple: bool  # only raw arrays in and out: nothing to write back, no node to record
+    key: Any  # its key in the cache
     n_leaves: int
     rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
     new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
     number_cells: list[tuple[int, int]]  # (number cell, output)
     counts: list[int]  # optimizer steps the call made, per state object
     bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
+    donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
 
     run: Callable[..., tuple[Any, ...]]
 
@@ -453,6 +455,10 @@ class Jitted:
                 entry = self._fast.get(fk)
                 if entry is not None:
                     self._hits += 1
+                    try:
+                        self._cache.move_to_end(entry.key)  # (least recently used first out; one C call)
+                    except KeyError:
+                        pass
                     return _build_out(entry.out_tmpl, entry.run(*args), _NOTHING)
         if TRACE.get() is not None or _core._vmap_open or ANOMALY.get():
             # inside another jit (it is inlined into the outer program), vmap, or detect_anomaly
@@ -474,7 +480,7 @@ class Jitted:
             entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
         else:
             res = _replay(entry, flat, cells)
-        if fk is not None and entry.simple and entry.n_leaves == len(args):
+        if fk is not None and entry.simple and not entry.donated and entry.n_leaves == len(args):
             if len(self._fast) >= self.cache_size:
                 self._fast.clear()
             self._fast[fk] = entry
@@ -509,10 +515,18 @@ class Jitted:
             raise XpgradValueError(msg) from None
         cells = _Cells(flat)
         snap = _snapshot(cells)
+        # the trace is an eager run, which updates state in place (an optimizer step, running
+        # statistics): it runs on copies, and the state dicts of optimizers are put back after
+        states = [(o, {k: dict(v) for k, v in o.state.items()}) for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+        for t in (*cells.tensors, *cells.grad_tensors):
+            t.data = backend_namespace(t.data).asarray(t.data, copy=True)
         try:
             return self._trace_call(None, flat, cells, targs, tkw, keep=False)[0].program
         finally:
             _restore(cells, snap)
+            for o, st in states:
+                o.state.clear()
+                o.state.update(st)
 
     lower = trace
 
@@ -542,6 +556,7 @@ class Jitted:
         trace = Trace(self._name)
         snap = _snapshot(cells) if self._pure else None
         entry = _Entry()
+        entry.key = key
         token = TRACE.set(trace)
         with _ACTIVE_LOCK:
             _tracing.ACTIVE[0] += 1
@@ -631,6 +646,7 @@ class Jitted:
             entry.rebind, entry.new_grads, entry.number_cells, entry.bumps = [], [], [], []
             entry.counts = [0] * len(flat.objects)
         entry.run = _backend_runner(program, trace, self.compile, donated)
+        entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated]
         # the first call's result: the program's outputs as the trace computed them
         result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
         trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
@@ -639,7 +655,8 @@ class Jitted:
             with self._lock:
                 self._cache[key] = entry
                 while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+                    old = self._cache.popitem(last=False)[1]
+                    self._fast = {k: e for k, e in self._fast.items() if e is not old}
         return entry, result
 
 
@@ -823,6 +840,13 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [t.data for t in cells.tensors]
     ins += [g.data for g in cells.grad_tensors]
     ins += [d[n] for d, n, _ in cells.numbers]
+    for k in entry.donated:
+        # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
+        # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)
+        a = ins[k]
+        if any(j != k and (b is a or (type(a) is np.ndarray and type(b) is np.ndarray and np.may_share_memory(a, b)))
+               for j, b in enumerate(ins)):
+            ins[k] = a.copy() if type(a) is np.ndarray else backend_namespace(a).asarray(a, copy=True)
     res = entry.run(*ins)
     for (kind, i), s in entry.rebind:
         (cells.tensors if kind == 0 else cells.grad_tensors)[i].data = _val(res, entry, s)

@@ -341,16 +341,33 @@ def is_tracer(x: Any) -> bool:
 
 
 # ---------------------------------------------------------------- concretization
+# the array libraries whose frames are not the user's line (numpy's fromnumeric wrappers, say)
+_LIBRARIES = ("numpy", "array_api_compat", "array_api_extra", "array_api_strict", "torch", "jax", "jaxlib", "dask", "cupy")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    out = []
+    for name in _LIBRARIES:
+        mod = sys.modules.get(name)
+        file = getattr(mod, "__file__", None)
+        if file:
+            out.append(os.path.dirname(os.path.abspath(file)) + os.sep)
+    return tuple(out)
+
+
 def _user_line() -> str:
-    """``file:line (function): source`` of the innermost frame outside xpgrad (the user's code)."""
+    """``file:line (function): source`` of the innermost frame outside xpgrad and the array
+    libraries (the user's code)."""
     f = sys._getframe(1)
     inner = None
     here = os.path.abspath(__file__)
+    skip = (_PKG, "<xpgrad", *_library_dirs())
     while f is not None and f.f_code.co_filename == here:
         f = f.f_back  # type: ignore[assignment]
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_PKG):
+        # (xpgrad's generated code, the registry's functions, is named "<xpgrad registry: NAME>")
+        if not fn.startswith(skip):
             import linecache
 
             src = linecache.getline(fn, f.f_lineno).strip()
@@ -358,7 +375,7 @@ def _user_line() -> str:
             if inner is not None:
                 where += f", through xpgrad's {inner}"
             return f"{where}: {src}" if src else where
-        if inner is None:
+        if inner is None and fn.startswith(_PKG):
             mod = fn[len(_PKG):].replace(os.sep, ".").removesuffix(".py")
             inner = f"{mod}.{f.f_code.co_name}"
         f = f.f_back  # type: ignore[assignment]

@@ -30,10 +30,12 @@ from typing import Any, NoReturn, cast
 
 import array_api_compat
 
+from .. import _tracing
 from .._backends import _device_text
 from .._dispatch import backend_namespace, check_devices, check_known_shapes
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
+    ConcretizationError,
     DeviceMismatchError,
     GraphFreedError,
     InPlaceModificationError,
@@ -807,6 +809,8 @@ def _target_results(st: _Pass, targets: Sequence[Tensor]) -> list[Any]:
 
 def _give_leaves(st: _Pass) -> None:
     """Accumulate each leaf's gradient into its ``.grad``, after the leaf's hooks."""
+    if _tracing.ACTIVE[0]:
+        _check_traced_leaves(st)
     for key, g in st.leaf_grads.items():
         leaf = st.leaves[key]
         fresh = id(g) in st.owned
@@ -814,6 +818,22 @@ def _give_leaves(st: _Pass) -> None:
             g = _apply_hooks(leaf._hooks, g, st.create_graph)
             fresh = False
         _give(leaf, g, fresh, st.create_graph)
+
+
+def _check_traced_leaves(st: _Pass) -> None:
+    """Inside xg.jit: a traced gradient for a leaf whose value is no traced one (a parameter of a
+    Module the jitted function captured instead of taking it as an argument) would be lost at
+    replay; refused before any ``.grad`` changes."""
+    for key, g in st.leaf_grads.items():
+        leaf = st.leaves[key]
+        data = g.data if isinstance(g, Tensor) else g
+        if type(data) is _tracing.Tracer and type(leaf.data) is not _tracing.Tracer:
+            msg = (
+                f"backward: inside xg.jit, a gradient flows into a Tensor {tuple(leaf.shape)} that is not an argument of "
+                "the jitted function (a Module, optimizer or parameter captured by a closure?): its .grad and any update "
+                "of it would be lost when the program is replayed; pass them as arguments of the jitted function"
+            )
+            raise ConcretizationError(msg)
 
 
 def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:

@@ -1185,6 +1185,6 @@ def _not_an_argument(t: Tensor, name: str) -> ConcretizationError:
     msg = (
         f"{name} (in place): a value traced by xg.jit is written into a Tensor {tuple(t.shape)} that is not an argument of the "
         "jitted function (a Module, optimizer or Tensor captured by a closure?): the program would not update it "
-        "when it is replayed. Pass the Module, optimizer or Tensor as an argument of the jitted function"
+        "when it is replayed; pass them as arguments of the jitted function"
     )
     return ConcretizationError(msg)

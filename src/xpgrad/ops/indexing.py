@@ -28,6 +28,7 @@ from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, fast_name
 from .._exceptions import XpgradValueError
+from .._tracing import is_tracer
 from ..autograd._core import Primitive
 from ._common import NOKW, Array, Tensor, apply, is_xpgrad, joint_linear_jvp, linear_jvp, primitive
 
@@ -175,8 +176,16 @@ def _drop_none(xp: Any, key: Any, value: Any, ndim: int) -> tuple[Any, Any]:
     return tuple(k for k in parts if k is not None), value
 
 
+def _set_base(x: Any, key: Any, value: Any, copy: bool | None, *, xp: Any) -> Any:
+    return _set(xp, x, key, value, copy)
+
+
 def _set(xp: Any, x: Any, key: Any, value: Any, copy: bool | None) -> Any:
     """``x`` with ``x[key] = value`` for keys without repeated elements (basic or boolean)."""
+    if is_tracer(x) and not array_api_compat.is_writeable_array(x._w):
+        # xg.jit traces an immutable array (JAX): array_api_extra cannot tell a tracer's array is
+        # immutable and would assign in place, so the whole out-of-place update is one recorded call
+        return x._t.call(_set_base, "set (out of place)", (x, key, value, copy), {"xp": x._ns()}, x._ns())
     key, value = _drop_none(xp, key, value, x.ndim)
     if math.prod(tuple(_get(xp, x, key).shape)) == 0:  # Dask refuses empty selections
         return xp.asarray(x, copy=True) if copy else x

@@ -176,6 +176,7 @@ class Adam(Optimizer):
             vmax[...] = xp.maximum(vmax.data, v.data)
             v = vmax
         denom = xp.sqrt(v.data)
+        step = _count(step)
         denom /= _as_factor(_sqrt(1.0 - b2**step), p.data)
         denom += eps
         q = m.data / denom
@@ -308,7 +309,7 @@ class Adagrad(Optimizer):
         g, own = grad.data, False
         if group["weight_decay"]:
             g, own, sign = _decayed(g, p, group["weight_decay"], sign), True, 1.0
-        clr = group["lr"] / (1.0 + (state["step"] - 1) * group["lr_decay"])
+        clr = group["lr"] / (1.0 + (_count(state["step"]) - 1) * group["lr_decay"])
         s = state["sum"]
         s += g * g
         std = backend_namespace(p.data).sqrt(s.data)
@@ -319,8 +320,20 @@ class Adagrad(Optimizer):
         else:
             q = g / std
         del g, std
-        q *= sign * clr
+        q *= _as_factor(sign * clr, p.data)
         p -= q
+
+
+def _count(v: Any) -> Any:
+    """A step count for float arithmetic: a Python int as it is; a 0-d integer array (a step
+    count xg.jit traces) as float64, which every library raises a Python float to (array-api-strict
+    refuses ``0.9 ** int_array``; torch would compute it in float32). ``[()]`` makes it a NumPy
+    scalar on NumPy, whose power is Python's (libm's ``pow``; NumPy's power of arrays may differ
+    by an ulp), so that the program's bias corrections are the eager step's bit for bit."""
+    if isinstance(v, int):
+        return v
+    xp = backend_namespace(v)
+    return xp.astype(v, xp.float64)[()]
 
 
 def _sqrt(v: Any) -> Any:

@@ -302,7 +302,10 @@ class Optimizer:
                     import array_api_compat
 
                     dt = p.data.dtype if _is_floating(v) else None
-                    v = Tensor(move_array(v, backend_namespace(p.data), array_api_compat.device(p.data), dt, copy=True))
+                    v = move_array(v, backend_namespace(p.data), array_api_compat.device(p.data), dt, copy=True)
+                    if dt is not None or len(v.shape):
+                        v = Tensor(v)
+                    # (else a count, Adam's step, that xg.jit wrote back as a 0-d array: a number of the state)
                 elif isinstance(v, Tensor):
                     v = v.detach()
                 entry[key] = v

@@ -77,6 +77,16 @@ def _make(workload: str, inp: dict[str, np.ndarray], backend: str, jit: Callable
     return run_blocked
 
 
+def _bind(fn: Callable[..., Any], args: tuple[Any, ...], post: Callable[[Any], Any]) -> Callable[[], Any]:
+    """``run``: one call of ``fn`` (jitted or not) on ``args``; ``run.program()`` prints what it replays."""
+
+    def run() -> Any:
+        return post(fn(*args))
+
+    run.program = lambda: fn.trace(*args)  # type: ignore[attr-defined]
+    return run
+
+
 def _chain(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
     def loss(x: Any, w: Any) -> Any:
         h = x
@@ -94,19 +104,19 @@ def _chain(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
 
     g = jit(xg.grad(loss))
     x, w = a["x"], a["w"]
-    return lambda: [g(x, w)]
+    return _bind(g, (x, w), lambda r: [r])
 
 
 def _large(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
     g = jit(xg.grad(lambda x: xg.sum(xg.exp(xg.sin(x)) * x)))
     x = a["x"]
-    return lambda: [g(x)]
+    return _bind(g, (x,), lambda r: [r])
 
 
 def _matchain(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
     g = jit(xg.grad(lambda p, q, r: xg.sum(xg.tanh(p @ q @ r)), argnums=(0, 1, 2)))
     ms = a["A"], a["B"], a["C"]
-    return lambda: list(g(*ms))
+    return _bind(g, ms, list)
 
 
 def _train(params: list[Any], model: Any, loss_fn: Callable[..., xg.Tensor], jit: Callable[[Any], Any],
@@ -122,7 +132,7 @@ def _train(params: list[Any], model: Any, loss_fn: Callable[..., xg.Tensor], jit
         return grads
 
     step_j = jit(step)
-    return lambda: step_j(model, opt, x, y)
+    return _bind(step_j, (model, opt, x, y), lambda r: r)
 
 
 def _mlp(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
@@ -157,13 +167,13 @@ def _hessian(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
     # xg.asarray: a raw traced array's operators do not hand over to a Tensor operand (v)
     h = jit(xg.hessian(lambda v, m: xg.sum(xg.tanh(xg.asarray(m) @ v) ** 2) + xg.special.logsumexp(v)))
     m, x = a["A"], a["x"]
-    return lambda: [h(x, m)]
+    return _bind(h, (x, m), lambda r: [r])
 
 
 def _jacobian(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
     j = jit(xg.jacrev(lambda v, m: xg.tanh(xg.asarray(m) @ v)))
     m, x = a["A"], a["x"]
-    return lambda: [j(x, m)]
+    return _bind(j, (x, m), lambda r: [r])
 
 
 def _per_example(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], Any]:
@@ -175,4 +185,4 @@ def _per_example(a: dict[str, Any], jit: Callable[[Any], Any]) -> Callable[[], A
     # operators do not hand over to a Tensor operand the way a NumPy array's do)
     g = jit(xg.vmap(xg.grad(loss), in_axes=(None, 0, 0)))
     params, xs, y = (a["w"], a["b"]), a["X"], a["y"]
-    return lambda: list(g(params, xs, y))
+    return _bind(g, (params, xs, y), list)

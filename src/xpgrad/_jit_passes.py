@@ -15,7 +15,7 @@ import numpy as np
 from . import _tracing
 from ._tracing import Instruction, Trace, Tracer
 
-__all__ = ["dead_code", "last_uses", "reuse_plan"]
+__all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_mask_casts", "last_uses", "optimize", "reuse_plan"]
 
 
 def dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
@@ -77,7 +77,8 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
         if x.kwargs or len(x.outs) != 1 or x.writes is not None:
             continue
         uf = x.fn if isinstance(x.fn, np.ufunc) else _OP_UFUNC.get(x.fn)
-        if uf is None or uf.nout != 1 or len(x.args) != uf.nin:
+        # (not a generalized ufunc: matmul into one of its own operands overlaps, and NumPy would copy)
+        if uf is None or uf.nout != 1 or len(x.args) != uf.nin or uf.signature is not None:
             continue
         wo = w[x.outs[0]]
         if type(wo) is not np.ndarray:
@@ -93,3 +94,232 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
         if i in plan:
             x.fn = uf  # (operator.add on two ndarrays is np.add: same values, and it takes out=)
     return plan
+
+
+def frees_at(last: dict[int, int]) -> dict[int, list[int]]:
+    """instruction index -> the slots it reads last (sorted): :func:`last_uses` inverted, once."""
+    out: dict[int, list[int]] = {}
+    for s, i in sorted(last.items()):
+        out.setdefault(i, []).append(s)
+    return out
+
+
+# ---------------------------------------------------------------- NumPy programs: rewrites that keep every bit
+def optimize(trace: Trace, ins: list[Instruction], outputs: list[Any], numpy_only: bool) -> tuple[list[Instruction], list[Any]]:
+    """The passes in order: dead code; on a program of NumPy arrays only, also constant folding,
+    copy elision, mask-cast fusion and direct calls (each keeps the values bit for bit).
+
+    Returns the instructions and the outputs (a slot may be renamed by copy elision).
+    """
+    ins = dead_code(ins, outputs)
+    if not numpy_only or trace.stateful:
+        return ins, outputs
+    ins = fold_constants(trace, ins, outputs)
+    ins = dead_code(ins, outputs)
+    ins, outputs = elide_copies(trace, ins, outputs)
+    ins = fuse_mask_casts(trace, ins, outputs)
+    ins = direct_calls(trace, ins)
+    return ins, outputs
+
+
+def _subst(obj: Any, fn: Any) -> Any:
+    """``obj`` with each Tracer ``t`` replaced by ``fn(t)`` (in tuples, lists, dicts and slices)."""
+    t = type(obj)
+    if t is Tracer:
+        return fn(obj)
+    if t is tuple or t is list:
+        return t(_subst(o, fn) for o in obj)
+    if t is dict:
+        return {k: _subst(v, fn) for k, v in obj.items()}
+    if t is slice:
+        return slice(_subst(obj.start, fn), _subst(obj.stop, fn), _subst(obj.step, fn))
+    return obj
+
+
+def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = None) -> Instruction:
+    return Instruction(x.fn if fn is None else fn, x.name, x.args if args is None else args,
+                       x.kwargs if kwargs is None else kwargs, x.outs, x.unpack, x.writes)
+
+
+def _reads(x: Instruction) -> list[int]:
+    return [t._i for t in _tracers_in((x.args, x.kwargs))]
+
+
+_tracers_in = _tracing._tracers_in
+# creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
+_LIKE = frozenset({"ones_like", "zeros_like", "full_like"})
+
+
+def _guarded(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Any]:
+    """The witnesses a replay hands out or writes into: a constant must share no memory with them."""
+    w = trace.witness
+    slots = {o for o in outputs if isinstance(o, int)} | {x.writes for x in ins if x.writes is not None}
+    return [w[s] for s in slots if isinstance(w[s], np.ndarray)]
+
+
+def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+    """Calls with no traced input (``arange``, ``zeros`` of a shape, ``asarray`` of Python numbers), and
+    ``ones_like``/``zeros_like``/``full_like`` of a traced array (only its shape and dtype are read),
+    become constants of the program: their trace values, computed once.
+
+    Only where the replay can never change such a value: no output, no value written in
+    place, shares memory with it (a constant returned or updated in place would carry one
+    call's changes into the next). Random draws (stateful calls) are never folded.
+    """
+    w = trace.witness
+    guard = _guarded(trace, ins, outputs)
+    const: set[int] = set()
+    out: list[Instruction] = []
+    for x in ins:
+        reads = _tracers_in((x.args, x.kwargs))
+        like = getattr(x.fn, "__name__", "") in _LIKE and x.args and type(x.args[0]) is Tracer
+        free = [t for t in (reads[1:] if like else reads) if t._i not in const]
+        if (not free and x.outs and x.writes is None and not getattr(x.fn, "_xg_stateful", False)
+                and not any(isinstance(w[o], np.ndarray) and any(np.may_share_memory(w[o], g) for g in guard)
+                            for o in x.outs)):
+            const.update(x.outs)
+            continue
+        if reads and any(t._i in const for t in reads):
+            x = _rewrite(x, args=_subst(x.args, lambda t: t._w if t._i in const else t),
+                         kwargs=_subst(x.kwargs, lambda t: t._w if t._i in const else t))
+        out.append(x)
+    return out
+
+
+def _views(trace: Trace, ins: list[Instruction]) -> set[int]:
+    """Slots whose buffer another value of the program views (by the witnesses' ``base``)."""
+    w = trace.witness
+    by_id = {id(v): s for s, v in enumerate(w)}
+    viewed: set[int] = set()
+    for x in ins:
+        for o in x.outs:
+            b = getattr(w[o], "base", None)
+            while b is not None:
+                s = by_id.get(id(b))
+                if s is not None:
+                    viewed.add(s)
+                b = getattr(b, "base", None)
+    return viewed
+
+
+def _is_asarray_copy(x: Instruction) -> bool:
+    return (getattr(x.fn, "__name__", "") == "asarray" and len(x.args) == 1 and type(x.args[0]) is Tracer
+            and x.kwargs == {"copy": True} and len(x.outs) == 1 and x.writes is None)
+
+
+def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> tuple[list[Instruction], list[Any]]:
+    """``r = asarray(v, copy=True)`` where ``v`` is read by nothing after: ``r`` is ``v`` itself.
+
+    Only where the copy is indistinguishable from ``v``: ``v`` is a fresh, C-contiguous
+    NumPy array the program made (no input, no view, viewed by nothing, not returned) and
+    ``r`` has its dtype, shape and strides.
+    """
+    w = trace.witness
+    inputs = set(trace.inputs)
+    out_slots = {o for o in outputs if isinstance(o, int)}
+    viewed = _views(trace, ins)
+    last = last_uses(ins, outputs)
+    rename: dict[int, Tracer] = {}
+    kept: list[Instruction] = []
+    for i, x in enumerate(ins):
+        if rename:
+            x = _rewrite(x, args=_subst(x.args, lambda t: rename.get(t._i, t)),
+                         kwargs=_subst(x.kwargs, lambda t: rename.get(t._i, t)))
+            if x.writes in rename:
+                x.writes = rename[x.writes]._i
+        if _is_asarray_copy(x):
+            src = x.args[0]
+            s, r = src._i, x.outs[0]
+            ws, wr = w[s], w[r]
+            if (type(ws) is np.ndarray and type(wr) is np.ndarray and ws.base is None and wr.base is None
+                    and ws.flags.c_contiguous and ws.flags.writeable and ws.dtype == wr.dtype and ws.shape == wr.shape
+                    and ws.strides == wr.strides and s not in inputs and s not in out_slots and s not in viewed
+                    and last.get(s) == i):
+                rename[r] = src
+                continue
+        kept.append(x)
+    if rename:
+        outputs = [rename[o]._i if isinstance(o, int) and o in rename else o for o in outputs]
+    return kept, outputs
+
+
+_MULTIPLY = (np.multiply, operator.mul, operator.imul)
+
+
+def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+    """``c = astype(m, T); x * c`` (or ``x *= c``) with a boolean ``m`` and ``x`` of dtype ``T``:
+    ``x * m``. NumPy casts ``m`` to ``T`` inside the multiply (``True`` is 1, ``False`` 0,
+    exactly), so the values are the same and one pass over memory and one array are saved
+    (a ReLU's backward). Only where ``c`` is read by that multiply alone.
+    """
+    w = trace.witness
+    out_slots = {o for o in outputs if isinstance(o, int)}
+    uses: dict[int, list[int]] = {}
+    for i, x in enumerate(ins):
+        for s in _reads(x):
+            uses.setdefault(s, []).append(i)
+    drop: dict[int, Tracer] = {}  # astype instruction index -> the mask it casts
+    fixed: dict[int, Instruction] = {}
+    for k, x in enumerate(ins):
+        if (getattr(x.fn, "__name__", "") != "astype" or len(x.outs) != 1 or x.writes is not None
+                or len(x.args) != 2 or type(x.args[0]) is not Tracer or type(x.args[1]) is Tracer
+                or set(x.kwargs) - {"copy"}):
+            continue
+        m, c = x.args[0], x.outs[0]
+        wm, wc = w[m._i], w[c]
+        if type(wm) is not np.ndarray or wm.dtype != np.bool_ or type(wc) is not np.ndarray or wc.dtype.kind != "f":
+            continue
+        u = uses.get(c, [])
+        if c in out_slots or len(u) != 1 or u[0] in fixed:
+            continue
+        j = u[0]
+        y = ins[j]
+        if y.fn not in _MULTIPLY or y.kwargs or len(y.args) != 2 or y.writes not in (None, *(
+                a._i for a in y.args if type(a) is Tracer and a._i != c)):
+            continue
+        a, b = y.args
+        other = b if type(a) is Tracer and a._i == c else a
+        if type(other) is not Tracer or other._i == c or type(w[other._i]) is not np.ndarray:
+            continue
+        wo = w[other._i]
+        if wo.dtype != wc.dtype or np.result_type(wo.dtype, np.bool_) != wc.dtype:
+            continue
+        if y.writes is None and (len(y.outs) != 1 or w[y.outs[0]].dtype != wc.dtype):
+            continue
+        drop[k] = m
+        fixed[j] = _rewrite(y, args=tuple(m if type(v) is Tracer and v._i == c else v for v in y.args))
+    if not drop:
+        return ins
+    return [fixed.get(i, x) for i, x in enumerate(ins) if i not in drop]
+
+
+def direct_calls(trace: Trace, ins: list[Instruction]) -> list[Instruction]:
+    """Calls of xpgrad's fast-path adapter on plain NumPy arrays become the NumPy call the adapter
+    makes on that path (``np.matmul``, ``ndarray.swapaxes``, ``np.add.reduce``, ``ndarray.astype``,
+    ``ndarray.reshape``): no Python frame per call. The replay's arrays have the trace's
+    types, so the adapter would take the same path every call."""
+    from . import _fast_adapter as fa
+
+    w = trace.witness
+    out: list[Instruction] = []
+    for x in ins:
+        f, a, kw = x.fn, x.args, x.kwargs
+        first: Any = w[a[0]._i] if a and type(a[0]) is Tracer else None
+        nd = type(first) is np.ndarray
+        if f is fa.matmul and not kw and len(a) == 2:
+            x = _rewrite(x, fn=np.matmul)
+        elif f is fa.matrix_transpose and nd and first.ndim >= 2 and len(a) == 1 and not kw:
+            x = _rewrite(x, fn=np.ndarray.swapaxes, args=(a[0], -1, -2))
+        elif f in (fa.sum, fa.max, fa.min) and nd and len(a) == 1 and set(kw) <= {"axis", "dtype", "keepdims"} \
+                and not (f is not fa.sum and "dtype" in kw):
+            red = {fa.sum: np.add.reduce, fa.max: np.maximum.reduce, fa.min: np.minimum.reduce}[f]
+            k2 = {"axis": kw.get("axis"), "keepdims": kw.get("keepdims", False)}
+            if f is fa.sum:
+                k2["dtype"] = kw.get("dtype")
+            x = _rewrite(x, fn=red, kwargs=k2)
+        elif f is fa.astype and nd and len(a) == 2 and set(kw) <= {"copy"} and type(a[1]) is not Tracer:
+            x = _rewrite(x, fn=np.ndarray.astype, kwargs={"dtype": a[1], "copy": kw.get("copy", True)}, args=(a[0],))
+        elif f is fa.reshape and nd and len(a) == 2 and not kw and type(a[1]) is not Tracer:
+            x = _rewrite(x, fn=np.ndarray.reshape)
+        out.append(x)
+    return out

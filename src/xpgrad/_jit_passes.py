@@ -18,6 +18,23 @@ from ._tracing import Instruction, Trace, Tracer
 __all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_mask_casts", "last_uses", "optimize", "reuse_plan"]
 
 
+# an instruction's traced arguments, computed once per instruction while the passes run
+# (each entry keeps its instruction, so a recycled id() is never mistaken for it)
+_READS: dict[int, tuple[Instruction, list[Tracer]]] | None = None
+
+
+def _tracers_of(x: Instruction) -> list[Tracer]:
+    cache = _READS
+    if cache is not None:
+        hit = cache.get(id(x))
+        if hit is not None and hit[0] is x:
+            return hit[1]
+    ts = _tracing._tracers_in((x.args, x.kwargs))
+    if cache is not None:
+        cache[id(x)] = (x, ts)
+    return ts
+
+
 def dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
     live = {o for o in outputs if isinstance(o, int)}
     kept: list[Instruction] = []
@@ -25,7 +42,7 @@ def dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
         if x.writes is None and not getattr(x.fn, "_xg_stateful", False) and not any(o in live for o in x.outs):
             continue
         kept.append(x)
-        for t in _tracing._tracers_in((x.args, x.kwargs)):
+        for t in _tracers_of(x):
             live.add(t._i)
     kept.reverse()
     return kept
@@ -35,7 +52,7 @@ def last_uses(ins: list[Instruction], outputs: list[Any]) -> dict[int, int]:
     """slot -> index of the instruction that reads it last (slots returned are never freed)."""
     last: dict[int, int] = {}
     for i, x in enumerate(ins):
-        for t in _tracing._tracers_in((x.args, x.kwargs)):
+        for t in _tracers_of(x):
             last[t._i] = i
         for o in x.outs:
             last.setdefault(o, i)  # (a result nobody reads: freed at once)
@@ -111,15 +128,22 @@ def optimize(trace: Trace, ins: list[Instruction], outputs: list[Any], numpy_onl
 
     Returns the instructions and the outputs (a slot may be renamed by copy elision).
     """
-    ins = dead_code(ins, outputs)
-    if not numpy_only or trace.stateful:
+    global _READS
+    _READS = {}
+    try:
+        ins = dead_code(ins, outputs)
+        if not numpy_only or trace.stateful:
+            return ins, outputs
+        n = len(ins)
+        ins = fold_constants(trace, ins, outputs)
+        if len(ins) != n:
+            ins = dead_code(ins, outputs)  # (what fed a folded ones_like only)
+        ins, outputs = elide_copies(trace, ins, outputs)
+        ins = fuse_mask_casts(trace, ins, outputs)
+        ins = direct_calls(trace, ins)
         return ins, outputs
-    ins = fold_constants(trace, ins, outputs)
-    ins = dead_code(ins, outputs)
-    ins, outputs = elide_copies(trace, ins, outputs)
-    ins = fuse_mask_casts(trace, ins, outputs)
-    ins = direct_calls(trace, ins)
-    return ins, outputs
+    finally:
+        _READS = None
 
 
 def _subst(obj: Any, fn: Any) -> Any:
@@ -142,10 +166,8 @@ def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = Non
 
 
 def _reads(x: Instruction) -> list[int]:
-    return [t._i for t in _tracers_in((x.args, x.kwargs))]
+    return [t._i for t in _tracers_of(x)]
 
-
-_tracers_in = _tracing._tracers_in
 # creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
 _LIKE = frozenset({"ones_like", "zeros_like", "full_like"})
 
@@ -171,7 +193,7 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> 
     const: set[int] = set()
     out: list[Instruction] = []
     for x in ins:
-        reads = _tracers_in((x.args, x.kwargs))
+        reads = _tracers_of(x)
         like = getattr(x.fn, "__name__", "") in _LIKE and x.args and type(x.args[0]) is Tracer
         free = [t for t in (reads[1:] if like else reads) if t._i not in const]
         if (not free and x.outs and x.writes is None and not getattr(x.fn, "_xg_stateful", False)

@@ -55,6 +55,91 @@ def ratios(records: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     return out
 
 
+def best_ratios(records: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """fastest sample / numpy-manual's fastest sample of the same workload (the issue's measure for jit)."""
+    by, _, _ = _index(records)
+    out = {}
+    for (fw, wl), r in by.items():
+        ref = by.get((REFERENCE, wl))
+        if r["status"] == "ok" and ref is not None and ref["status"] == "ok" and _best(ref):
+            out[fw, wl] = _best(r) / _best(ref)
+    return out
+
+
+def _best(r: dict[str, Any]) -> float:
+    return float(r.get("best") or min(r.get("samples") or [math.nan]))
+
+
+# xg.jit's targets on NumPy (issue #19): workload -> the largest ratio to numpy-manual (fastest samples)
+JIT_TARGETS = {"chain": 1.5, "matchain": 1.05, "mlp": 0.95, "large": 1.0}
+JIT_PEAK_TARGET = 2.0  # large: peak memory, x |x|
+JIT_TRACE_TARGET = 20.0  # a first call (the trace) against one eager call
+JAX_TARGET = 1.2  # xg.jit(xg.grad(f)) on JAX arrays against jax.jit(jax.grad(f))
+
+
+def _staged_md(records: list[dict[str, Any]]) -> list[str]:
+    """The jit tables: fastest-sample ratios, first-call (trace) times, and the targets."""
+    from ._worker import STAGED
+
+    by, fws, wls = _index(records)
+    staged = [f for f in fws if f in STAGED or f == "jax-jit"]
+    if not any(f in STAGED for f in fws):
+        return []
+    best = best_ratios(records)
+    lines = ["", "**Staged: time as a ratio to numpy-manual by the fastest samples** (first call excluded; "
+             "xpgrad-*-jit: `xg.jit`, replays of the traced program; torch-compile: `torch.compile`)", ""]
+    lines.append("| framework | " + " | ".join(wls) + " |")
+    lines.append("|---" * (len(wls) + 1) + "|")
+    for fw in [REFERENCE, *(f for f in fws if f.startswith("xpgrad-") and f not in STAGED), *staged]:
+        if fw not in fws:
+            continue
+        cells = [f"{best[fw, wl]:.3f}x" if (fw, wl) in best else (by[fw, wl]["status"] if (fw, wl) in by else "—")
+                 for wl in wls]
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    lines += ["", "**First call** (the trace, or torch.compile's compilation): ms, and in parentheses as a "
+              f"multiple of one eager call of the same workload (target for xg.jit: <= {JIT_TRACE_TARGET:.0f}x). "
+              "On JAX arrays XLA compiles at the second call (the first replay), not counted here.", ""]
+    lines.append("| framework | " + " | ".join(wls) + " |")
+    lines.append("|---" * (len(wls) + 1) + "|")
+    for fw in (f for f in fws if f in STAGED):
+        cells = []
+        for wl in wls:
+            r = by.get((fw, wl)) or {}
+            t, q = r.get("trace_ms"), r.get("trace_ratio")
+            cells.append("—" if t is None else f"{t:.3g} ms" + ("" if q is None else f" ({q:.3g}x)"))
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    jit = "xpgrad-numpy-jit"
+    if jit in fws:
+        lines += ["", f"**xg.jit's targets on NumPy** ({jit}, fastest samples)", "",
+                  "| target | measured | met |", "|---|---|---|"]
+        for wl, tgt in JIT_TARGETS.items():
+            if wl in wls:
+                v = best.get((jit, wl))
+                lines.append(f"| {wl} <= {tgt}x | " + ("—" if v is None else f"{v:.3f}x") + " | "
+                             + ("—" if v is None else "yes" if v <= tgt else "**no**") + " |")
+        r = by.get((jit, "large"))
+        if r and r.get("peak_mem_ratio") is not None:
+            v = r["peak_mem_ratio"]
+            lines.append(f"| large peak memory <= {JIT_PEAK_TARGET} x \\|x\\| | {v:.2f} | "
+                         + ("yes" if v <= JIT_PEAK_TARGET else "**no**") + " |")
+        for wl in wls:
+            q = (by.get((jit, wl)) or {}).get("trace_ratio")
+            if q is not None:
+                lines.append(f"| {wl}: first call <= {JIT_TRACE_TARGET:.0f}x eager | {q:.3g}x | "
+                             + ("yes" if q <= JIT_TRACE_TARGET else "**no**") + " |")
+    if "xpgrad-jax-jit" in fws and "jax-jit" in fws:
+        lines += ["", f"**xg.jit on JAX arrays against jax.jit** (xpgrad-jax-jit / jax-jit, fastest samples; "
+                  f"target <= {JAX_TARGET}x)", "", "| workload | ratio | met |", "|---|---|---|"]
+        for wl in wls:
+            a, b = by.get(("xpgrad-jax-jit", wl)), by.get(("jax-jit", wl))
+            if a and b and a["status"] == b["status"] == "ok":
+                v = _best(a) / _best(b)
+                lines.append(f"| {wl} | {v:.3f}x | " + ("yes" if v <= JAX_TARGET else "**no**") + " |")
+            else:
+                lines.append(f"| {wl} | " + ("—" if not a else a["status"]) + " | — |")
+    return lines
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
@@ -140,6 +225,7 @@ def table_md(records: list[dict[str, Any]], meta: dict[str, Any] | None = None) 
             cells.append(f"{r['grad_max_abs_diff']:.1e} ({r['grad_max_rel_diff']:.0e})"
                          if r and r.get("grad_max_abs_diff") is not None else _na(r, notes))
         lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    lines.extend(_staged_md(records))
     anchors = [a for a in ANCHORS if a in fws]
     xps = [f for f in fws if f.startswith("xpgrad")]
     if set(wls) & set(GROUPS["transforms"]) and anchors and xps:

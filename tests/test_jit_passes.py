@@ -236,3 +236,24 @@ def test_training_steps_with_every_pass_equal_eager() -> None:
 
 def test_frees_at_inverts_last_uses() -> None:
     assert passes.frees_at({3: 0, 1: 2, 2: 0}) == {0: [2, 3], 2: [1]}
+
+
+def test_generated_source_reuses_dying_variables() -> None:
+    """A result takes over the variable of a value its call reads last (no ``del`` line); values
+    and the freeing of intermediates are unchanged."""
+
+    def f(a: Any, b: Any) -> Any:
+        h = a
+        for _ in range(20):
+            h = xg.sin(h * b)
+        return h, b * 2.0
+
+    a, b = np.linspace(-1, 1, 6), np.linspace(0.5, 1.5, 6)
+    prog = xg.jit(f).trace(a, b)
+    body = prog.source.splitlines()[1:-1]
+    assert len(body) == len(prog.instructions)  # one line per call: every dying value's variable was reused
+    assert not any(line.strip().startswith("del ") for line in body)
+    with np.errstate(all="ignore"):
+        check(f, [(a, b), (b.copy(), a.copy()), (a, a)], "direct_calls")
+    var, dels = passes.variables(prog.instructions, prog.output_slots, dict(zip(prog.input_slots, prog.inputs)))
+    assert dels == {} and len(set(var.values())) < len(var)

@@ -38,6 +38,7 @@ from ._jit_passes import frees_at as _frees_at
 from ._jit_passes import last_uses as _last_uses
 from ._jit_passes import optimize as _optimize
 from ._jit_passes import reuse_plan as _reuse_plan
+from ._jit_passes import variables as _variables
 from ._policy import current_policy
 from ._tracing import TRACE, Trace, Tracer
 from .autograd import _core
@@ -271,7 +272,15 @@ class Program:
 
     def _codegen(self, trace: Trace) -> str:
         self._fns: dict[int, str] = {}
-        frees = _frees_at(_last_uses(self.instructions, self.output_slots))
+        # (the source's variables: a result may take over a dying value's; the listing keeps slot names)
+        var, dels = _variables(self.instructions, self.output_slots, self._names)
+        listing, self._names = self._names, var
+        try:
+            return self._emit(dels)
+        finally:
+            self._names = listing
+
+    def _emit(self, dels: dict[int, list[str]]) -> str:
         lines = [f"def {_ident(self.name)}({', '.join(self._names[s] for s in self.input_slots)}):"]
         for i, ins in enumerate(self.instructions):
             fname = self._fns.get(id(ins.fn))
@@ -290,9 +299,9 @@ class Program:
                 lines.append(f"    {', '.join(self._name(o) for o in ins.outs)}, = {call}")
             else:
                 lines.append(f"    {self._name(ins.outs[0])} = {call}")
-            dead = frees.get(i)
+            dead = dels.get(i)
             if dead:
-                lines.append(f"    del {', '.join(self._name(s) for s in dead)}")
+                lines.append(f"    del {', '.join(dead)}")
         outs = [self._name(o) if isinstance(o, int) else self._const_expr(o[1]) for o in self.output_slots]
         lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
         return "\n".join(lines) + "\n"

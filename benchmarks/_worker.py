@@ -142,6 +142,28 @@ def peak_rss_above(fn: Callable[[], Any]) -> tuple[Any, int, str]:
     return out, (_status_kib("VmHWM") - base) * 1024, "VmHWM after reset via /proc/self/clear_refs"
 
 
+def peak_traced_above(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """Call ``fn``; return its result and the peak of the memory allocated during the call (bytes), by tracemalloc.
+
+    tracemalloc sees NumPy's array buffers (and Python's objects), not torch's or XLA's
+    allocators: a measure for the NumPy-backed frameworks. Unlike the RSS it does not
+    depend on what the allocator kept from earlier calls (a jitted function's trace frees
+    large arrays that the replay's allocations then reuse without growing the RSS).
+    """
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return out, peak
+
+
 # ------------------------------------------------------------------ one pair
 def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[str, Any]:
     spec = SPECS[workload]
@@ -149,7 +171,7 @@ def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[s
         "framework": framework, "workload": workload, "unit": spec.unit, "status": "ok",
         "median": None, "q1": None, "q3": None, "samples": [], "calls_per_sample": None,
         "grad_max_abs_diff": None, "grad_max_rel_diff": None, "peak_mem_ratio": None, "mem_method": None,
-        "best": None, "trace_ms": None, "eager_ms": None, "trace_ratio": None,
+        "best": None, "trace_ms": None, "eager_ms": None, "trace_ratio": None, "peak_traced_ratio": None,
         "quick": quick, "repeats": repeats,
         "versions": {"numpy": np.__version__, "python": platform.python_version()},
         "machine": machine(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -205,6 +227,9 @@ def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[s
                 first, peak, method = peak_rss_above(run)  # a replay
                 rec["peak_mem_ratio"] = peak / inp["x"].nbytes
                 rec["mem_method"] = method
+                del first
+                first, peak = peak_traced_above(run)
+                rec["peak_traced_ratio"] = peak / inp["x"].nbytes
             elif workload not in TRAINING:
                 first = run()  # the gradient check is on a replay (a training step's is on the first step)
         elif workload == "large":
@@ -215,6 +240,9 @@ def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[s
             first, peak, method = peak_rss_above(run)
             rec["peak_mem_ratio"] = peak / inp["x"].nbytes
             rec["mem_method"] = method
+            del first
+            first, peak = peak_traced_above(run)
+            rec["peak_traced_ratio"] = peak / inp["x"].nbytes
         else:
             run = mod.make(workload, inp, **kw)
             first = run()

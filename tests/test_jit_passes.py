@@ -21,6 +21,7 @@ OFF: dict[str, Callable[..., Any]] = {
     "elide_copies": lambda t, ins, outs: (ins, outs),
     "fuse_mask_casts": lambda t, ins, outs: ins,
     "direct_calls": lambda t, ins: ins,
+    "fuse_elementwise": lambda t, ins, outs: ins,
 }
 
 
@@ -257,3 +258,71 @@ def test_generated_source_reuses_dying_variables() -> None:
         check(f, [(a, b), (b.copy(), a.copy()), (a, a)], "direct_calls")
     var, dels = passes.variables(prog.instructions, prog.output_slots, dict(zip(prog.input_slots, prog.inputs)))
     assert dels == {} and len(set(var.values())) < len(var)
+
+
+def _large_grad(x: Any) -> Any:
+    return xg.grad(lambda v: xg.sum(xg.exp(xg.sin(v)) * v))(x)
+
+
+@pytest.mark.parametrize("n", [70_000, 8 * 8192])  # (a ragged last chunk; whole chunks)
+def test_fuse_elementwise_runs_a_chain_chunk_by_chunk(n: int) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(n) * 30
+    x[:8] = SPECIAL
+    with_p, without = check(_large_grad, [(x,), (rng.standard_normal(n),), (x[::-1].copy(),)], "fuse_elementwise")
+    assert len(with_p) == 1 and _names(with_p)[0].startswith("fused[") and len(without) == 6
+
+    def two(a: Any, b: Any) -> Any:
+        h = xg.tanh(a * b + 1.0) * a
+        return h - b, xg.sum(h)
+
+    got, _ = check(two, [(x, x), (x, rng.standard_normal(n)), (x, x)], "fuse_elementwise")  # (one array as both)
+    assert _names(got)[0].startswith("fused[")
+
+
+def test_fuse_elementwise_keeps_the_whole_arrays_read_later_and_frees_the_rest() -> None:
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(200_000)
+    j = xg.jit(_large_grad)
+    j(x)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        g = j(x)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.3 * x.nbytes  # the gradient and a few chunks (unfused: three arrays of x's size)
+    with np.errstate(all="ignore"):
+        assert _same([g], [np.array(_large_grad(x))])
+
+    def f(a: Any) -> Any:
+        h = xg.sin(a) * 2.0
+        k = xg.exp(h) + 1.0
+        return k, xg.sum(h)  # (h is read after the run: it stays a whole array)
+
+    prog = xg.jit(f).trace(x)
+    assert _names(prog)[0].startswith("fused[") and len(prog.instructions[0].outs) == 2
+    check(f, [(x,), (x * 2.0,)], "fuse_elementwise")
+
+
+def test_fuse_elementwise_leaves_runs_that_write_outside_or_broadcast() -> None:
+    rng = np.random.default_rng(6)
+    x, row = rng.standard_normal((300, 300)), rng.standard_normal(300)
+
+    def f(a: Any, r: Any) -> Any:
+        xp = a.__array_namespace__()
+        b = xp.sin(a) * 2.0
+        c = xp.exp(b) + r  # (a broadcast operand: the run ends before the add)
+        s = xp.sum(c)
+        c *= a  # (a write into an array made before the run: no run starts here)
+        d = c * 3.0
+        d[0, 0] = 1.0
+        return d, s
+
+    with_p, without = check(f, [(x, row), (x * 0.5, row * 2.0)], "fuse_elementwise")
+    assert [n for n in _names(with_p) if n.startswith("fused[")] == ["fused[sin, multiply, exp]"]
+    assert "multiply (in place)" in _names(with_p) and len(with_p) == len(without) - 2

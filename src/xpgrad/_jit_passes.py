@@ -15,7 +15,8 @@ import numpy as np
 from . import _tracing
 from ._tracing import Instruction, Trace, Tracer
 
-__all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_mask_casts", "last_uses", "optimize", "reuse_plan"]
+__all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_elementwise", "fuse_mask_casts",
+           "last_uses", "optimize", "reuse_plan", "variables"]
 
 
 # an instruction's traced arguments, computed once per instruction while the passes run
@@ -141,6 +142,7 @@ def optimize(trace: Trace, ins: list[Instruction], outputs: list[Any], numpy_onl
         ins, outputs = elide_copies(trace, ins, outputs)
         ins = fuse_mask_casts(trace, ins, outputs)
         ins = direct_calls(trace, ins)
+        ins = fuse_elementwise(trace, ins, outputs)
         return ins, outputs
     finally:
         _READS = None
@@ -376,3 +378,160 @@ def variables(ins: list[Instruction], outputs: list[Any], names: dict[int, str])
         if dying or gone:
             dels[i] = dying + gone
     return var, dels
+
+
+# ---------------------------------------------------------------- elementwise chains over large arrays, chunk by chunk
+CHUNK = 8192  # elements per chunk: a chunk of each intermediate stays in the CPU's cache
+_MIN_FUSE = 8 * CHUNK  # arrays smaller than this run whole (the chunk loop's calls would cost more)
+_INPLACE_UFUNC = {operator.iadd: np.add, operator.isub: np.subtract, operator.imul: np.multiply,
+                  operator.itruediv: np.true_divide}
+
+
+def _elementwise_ufunc(x: Instruction) -> Any:
+    """The ufunc an elementwise call runs (None if it is not one: a reduction, a gufunc, keywords...)."""
+    if x.kwargs:
+        return None
+    f = x.fn
+    uf = f if isinstance(f, np.ufunc) else _OP_UFUNC.get(f) or _INPLACE_UFUNC.get(f)
+    if uf is None or uf.nout != 1 or uf.signature is not None or len(x.args) != uf.nin:
+        return None
+    return uf
+
+
+def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+    """A run of elementwise calls over arrays of one large shape runs chunk by chunk: each chunk of
+    every intermediate lives in a small buffer (in the cache), and only the values read after the
+    run, or returned, are whole arrays. ``sum(exp(sin(x)) * x)``'s gradient then holds one array
+    (the result) besides ``x`` instead of three, and reads memory once per chunk.
+
+    Each element is computed by the same ufunc calls in the same order, so the values are those
+    of the unfused program. Only where that cannot be in doubt: every array operand has the
+    run's shape and is C-contiguous (a chunk is a plain slice), a run writes in place only into
+    values it made, and the fused run, tried on the trace's values, gives the trace's values
+    bit for bit (otherwise the calls are kept as they are).
+    """
+    w = trace.witness
+    out_slots = {o for o in outputs if isinstance(o, int)}
+    written_at: dict[int, list[int]] = {}
+    for i, x in enumerate(ins):
+        if x.writes is not None:
+            written_at.setdefault(x.writes, []).append(i)
+    last = last_uses(ins, outputs)
+
+    def shape_of(x: Instruction) -> Any:
+        uf = _elementwise_ufunc(x)
+        if uf is None:
+            return None
+        target = x.outs[0] if x.outs else x.writes
+        if target is None or len(x.outs) > 1:
+            return None
+        wt = w[target]
+        if type(wt) is not np.ndarray or wt.size < _MIN_FUSE or not wt.flags.c_contiguous:
+            return None
+        for a in x.args:
+            if type(a) is Tracer:
+                wa = w[a._i]
+                if isinstance(wa, np.ndarray) and wa.ndim and not (wa.shape == wt.shape and wa.flags.c_contiguous):
+                    return None
+            elif isinstance(a, np.ndarray) and a.ndim:
+                return None
+        return wt.shape
+
+    out: list[Instruction] = []
+    i = 0
+    while i < len(ins):
+        s = shape_of(ins[i])
+        j = i
+        while j < len(ins) and s is not None and shape_of(ins[j]) == s:
+            j += 1
+        group = _fuse(trace, ins, i, j, s, out_slots, written_at, last) if j - i >= 2 else None
+        if group is None:
+            out.append(ins[i])
+            i += 1
+        else:
+            out.append(group)
+            i = j
+    return out
+
+
+def _fuse(trace: Trace, ins: list[Instruction], i: int, j: int, shape: Any, out_slots: set[int],
+          written_at: dict[int, list[int]], last: dict[int, int]) -> Instruction | None:
+    w = trace.witness
+    made: list[int] = []  # slots made in the run, in order
+    ext: list[Tracer] = []  # whole arrays read by the run (made before it)
+    ext_slots: set[int] = set()
+    steps: list[tuple[Any, list[Any], int]] = []  # (ufunc, operands, target slot)
+    for x in ins[i:j]:
+        ops: list[Any] = []
+        for a in x.args:
+            if type(a) is Tracer:
+                if a._i not in made and a._i not in ext_slots:
+                    ext.append(a)
+                    ext_slots.add(a._i)
+                ops.append(("slot", a._i))
+            else:
+                ops.append(("const", a))
+        if x.writes is not None:
+            if x.writes not in made:
+                return None  # (writes into an array made before the run: left alone)
+            target = x.writes
+        else:
+            target = x.outs[0]
+            made.append(target)
+        steps.append((_elementwise_ufunc(x), ops, target))
+    # the run's results: what is read after it or returned; the rest lives in chunk buffers
+    keep = [s for s in made if s in out_slots or last.get(s, -1) >= j or any(k >= j for k in written_at.get(s, ()))]
+    if len(keep) == len(made) or any(any(k >= j for k in written_at.get(s, ())) for s in (*made, *ext_slots)):
+        return None
+    dtypes = {s: w[s].dtype for s in made}
+    names = [x.name for x in ins[i:j]]
+    # (an operand made before the run is sliced chunk by chunk, or passed whole where it is 0-d)
+    chunked = [isinstance(w[a._i], np.ndarray) and w[a._i].ndim > 0 for a in ext]
+    fn = _chunked(steps, [a._i for a in ext], chunked, keep, dtypes, shape)
+    # the safety net: on the trace's own values, the fused run must give the trace's values
+    try:
+        with np.errstate(all="ignore"):
+            got = fn(*(w[a._i] for a in ext))
+    except Exception:  # noqa: BLE001 - (an operand the chunked run cannot take: keep the calls)
+        return None
+    for s, g in zip(keep, got, strict=True):
+        ref = w[s]
+        if g.dtype != ref.dtype or g.shape != ref.shape or g.tobytes() != ref.tobytes():
+            return None
+    name = f"fused[{', '.join(n.split('.')[-1] for n in names)}]"
+    return Instruction(fn, name, tuple(ext), {}, keep, True, None)
+
+
+def _chunked(steps: list[tuple[Any, list[Any], int]], ext: list[int], chunked: list[bool], keep: list[int],
+             dtypes: dict[int, Any], shape: Any) -> Any:
+    """The function running ``steps`` chunk by chunk: ``fn(*operands made before) -> the kept arrays``."""
+    n = 1
+    for d in shape:
+        n *= d
+    temps = [s for s in dtypes if s not in keep]
+    sliced = [s for s, c in zip(ext, chunked, strict=True) if c]
+
+    def fused(*arrays: Any) -> tuple[Any, ...]:
+        env: dict[int, Any] = {}
+        flat = []
+        for s, a, c in zip(ext, arrays, chunked, strict=True):
+            if c:
+                flat.append(a.reshape(-1))
+            else:
+                env[s] = a
+        whole = [np.empty(shape, dtypes[s]) for s in keep]
+        flat += [a.reshape(-1) for a in whole]
+        bufs = [np.empty(min(CHUNK, n), dtypes[s]) for s in temps]
+        views = sliced + keep
+        for lo in range(0, n, CHUNK):
+            hi = min(lo + CHUNK, n)
+            for s, f in zip(views, flat):
+                env[s] = f[lo:hi]
+            m = hi - lo
+            for s, b in zip(temps, bufs):
+                env[s] = b[:m]
+            for uf, ops, target in steps:
+                uf(*[env[v] if kind == "slot" else v for kind, v in ops], out=env[target])
+        return tuple(whole)
+
+    return fused

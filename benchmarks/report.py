@@ -319,6 +319,18 @@ Run them with `nox -s bench` (a fresh virtualenv with the `bench` extra) or
 - **xpgrad-numpy**, **xpgrad-torch**: xpgrad on NumPy arrays and on torch tensors
   (torch's own autograd unused), with `xpgrad.optim.SGD`; the cnn is the demo's model
   (`xpgrad._demo.build_model("cnn")`).
+- **torch-compile**: `torch.compile` of the loss (inductor on the CPU, which needs a C++
+  compiler; `aot_eager` where inductor cannot run, which the version string says), its
+  backward compiled by AOTAutograd, `torch.optim.SGD` eager; the `torch.func` transforms
+  compiled whole.
+- **xpgrad-numpy-jit**, **xpgrad-jax-jit**, **xpgrad-torch-jit**, **xpgrad-torch-compile**:
+  the same xpgrad code under `xg.jit` (benchmarks/impl/xpgrad_jit.py): chain, large and
+  matchain are `xg.jit(xg.grad(loss))`; mlp and cnn jit the whole training step
+  (`zero_grad`, `backward`, `SGD.step`, with the parameters and the optimizer as the jitted
+  function's state); hessian, jacobian and per_example jit `xg.hessian`, `xg.jacrev` and
+  `xg.vmap(xg.grad(loss))`. On NumPy and torch the traced program is replayed (on NumPy
+  after the passes of `xpgrad._jit_passes`), on JAX arrays it runs under `jax.jit`, and
+  xpgrad-torch-compile hands it to `torch.compile`.
 
 For hessian, jacobian and per_example: torch is `torch.func` (`hessian`, `jacrev`,
 `vmap(grad(loss), in_dims=(None, 0, 0))`), jax and jax-jit `jax.hessian`, `jax.jacrev` and
@@ -345,6 +357,19 @@ higher-order derivatives (its hessian is reported unsupported).
   samples `VmRSS` every 0.5 ms instead (the record says which).
 - Gradient check: the gradients of the first call (at the initial parameters) against
   numpy-manual's; a framework that computes a wrong gradient is not fast, it is wrong.
+- Staged frameworks (torch-compile and xpgrad-*-jit): the first call traces (or compiles)
+  and is timed apart: the **first call** table gives it in ms and as a multiple of one eager
+  call of the same workload on the same arrays (the fastest of five; for xg.jit the first
+  call is the fastest of three fresh jitted functions, since one call on a shared machine is
+  one noisy sample). The timing samples are replays; the gradient check is on a replay
+  (mlp and cnn: on the first step, at the initial parameters). On JAX arrays XLA compiles
+  at the first replay, inside the warm-up. The issue's measure for jit is the ratio of the
+  **fastest** samples (the staged table), given beside the medians.
+- Peak memory of large by tracemalloc as well (NumPy's buffers only, so a measure for the
+  NumPy-backed frameworks): the peak of what one call allocates, independent of what the
+  allocator kept resident from earlier calls. A jitted function's trace frees large
+  arrays that its replays then reuse without growing the RSS, so for xg.jit only the
+  tracemalloc figure says what a call needs (numpy-manual: 2.00 by both measures).
 - Comparing two versions of xpgrad: `python -m benchmarks.ab BASE HEAD` runs both source
   trees alternately (`--rounds`, the first side swapped every round) and reports the median
   of the per-round HEAD/BASE ratios (`ab.json`). It keeps glibc's malloc from returning

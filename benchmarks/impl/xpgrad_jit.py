@@ -74,6 +74,7 @@ def _make(workload: str, inp: dict[str, np.ndarray], backend: str, jit: Callable
         jax.block_until_ready([g.data if isinstance(g, xg.Tensor) else g for g in out])
         return out
 
+    run_blocked.program = run.program  # type: ignore[attr-defined]
     return run_blocked
 
 

@@ -55,6 +55,8 @@ FRAMEWORKS: dict[str, tuple[str, dict[str, Any]]] = {
 # module has ``make_eager``, compared with one eager call of the same workload (``trace_ratio``)
 # (jax-jit compiles in make(), ahead of the timing, as before: not staged here)
 STAGED = ("torch-compile", "xpgrad-numpy-jit", "xpgrad-jax-jit", "xpgrad-torch-jit", "xpgrad-torch-compile")
+# frameworks whose arrays are NumPy's: tracemalloc sees their buffers (not torch's or XLA's allocators)
+NUMPY_BACKED = ("numpy-manual", "autograd", "mygrad", "xpgrad-numpy", "xpgrad-numpy-jit")
 # first calls timed per staged framework (each of a fresh jitted function; torch.compile's are slow)
 TRACE_SAMPLES = {"xpgrad-numpy-jit": 3, "xpgrad-jax-jit": 3, "xpgrad-torch-jit": 3}
 # workloads whose call is a training step (each call changes the parameters)
@@ -227,9 +229,10 @@ def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[s
                 first, peak, method = peak_rss_above(run)  # a replay
                 rec["peak_mem_ratio"] = peak / inp["x"].nbytes
                 rec["mem_method"] = method
-                del first
-                first, peak = peak_traced_above(run)
-                rec["peak_traced_ratio"] = peak / inp["x"].nbytes
+                if framework in NUMPY_BACKED:
+                    del first
+                    first, peak = peak_traced_above(run)
+                    rec["peak_traced_ratio"] = peak / inp["x"].nbytes
             elif workload not in TRAINING:
                 first = run()  # the gradient check is on a replay (a training step's is on the first step)
         elif workload == "large":
@@ -240,9 +243,10 @@ def run_pair(framework: str, workload: str, repeats: int, quick: bool) -> dict[s
             first, peak, method = peak_rss_above(run)
             rec["peak_mem_ratio"] = peak / inp["x"].nbytes
             rec["mem_method"] = method
-            del first
-            first, peak = peak_traced_above(run)
-            rec["peak_traced_ratio"] = peak / inp["x"].nbytes
+            if framework in NUMPY_BACKED:
+                del first
+                first, peak = peak_traced_above(run)
+                rec["peak_traced_ratio"] = peak / inp["x"].nbytes
         else:
             run = mod.make(workload, inp, **kw)
             first = run()

@@ -96,7 +96,7 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
             continue
         uf = x.fn if isinstance(x.fn, np.ufunc) else _OP_UFUNC.get(x.fn)
         # (not a generalized ufunc: matmul into one of its own operands overlaps, and NumPy would copy)
-        if uf is None or uf.nout != 1 or len(x.args) != uf.nin or uf.signature is not None:
+        if uf is None or uf.nout != 1 or len(x.args) != uf.nin or uf.signature is not None or _fast_power(x, w):
             continue
         wo = w[x.outs[0]]
         if type(wo) is not np.ndarray:
@@ -387,9 +387,27 @@ _INPLACE_UFUNC = {operator.iadd: np.add, operator.isub: np.subtract, operator.im
                   operator.itruediv: np.true_divide}
 
 
-def _elementwise_ufunc(x: Instruction) -> Any:
+def _fast_power(x: Instruction, w: list[Any]) -> bool:
+    """Whether ``x`` is a ``a ** b`` that ``np.power`` might not reproduce: NumPy's ``**`` computes
+    ``a ** 0.5`` as ``sqrt(a)``, ``a ** 2`` as ``square(a)``..., which differ from ``np.power`` in the
+    last bits for complex and long double arrays. Only ``**`` on float32/float64 arrays (with
+    real scalars) is rewritten as ``np.power``."""
+    if x.fn is not operator.pow and x.fn is not operator.ipow:
+        return False
+    for a in x.args:
+        v = w[a._i] if type(a) is Tracer else a
+        dt = getattr(v, "dtype", None)
+        if dt is None:
+            if type(v) not in (int, float):
+                return True
+        elif dt not in (np.float32, np.float64):
+            return True
+    return False
+
+
+def _elementwise_ufunc(x: Instruction, w: list[Any]) -> Any:
     """The ufunc an elementwise call runs (None if it is not one: a reduction, a gufunc, keywords...)."""
-    if x.kwargs:
+    if x.kwargs or _fast_power(x, w):
         return None
     f = x.fn
     uf = f if isinstance(f, np.ufunc) else _OP_UFUNC.get(f) or _INPLACE_UFUNC.get(f)
@@ -419,7 +437,7 @@ def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any]) -
     last = last_uses(ins, outputs)
 
     def shape_of(x: Instruction) -> Any:
-        uf = _elementwise_ufunc(x)
+        uf = _elementwise_ufunc(x, w)
         if uf is None:
             return None
         target = x.outs[0] if x.outs else x.writes
@@ -478,7 +496,7 @@ def _fuse(trace: Trace, ins: list[Instruction], i: int, j: int, shape: Any, out_
         else:
             target = x.outs[0]
             made.append(target)
-        steps.append((_elementwise_ufunc(x), ops, target))
+        steps.append((_elementwise_ufunc(x, w), ops, target))
     # the run's results: what is read after it or returned; the rest lives in chunk buffers
     keep = [s for s in made if s in out_slots or last.get(s, -1) >= j or any(k >= j for k in written_at.get(s, ()))]
     if len(keep) == len(made) or any(any(k >= j for k in written_at.get(s, ())) for s in (*made, *ext_slots)):

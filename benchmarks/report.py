@@ -390,7 +390,8 @@ goes through the passes of `xpgrad._jit_passes` first; each keeps every value bi
   loss of chain, large and matchain; the cross-entropy value of mlp and cnn).
 - **constant folding**: calls with no traced input (`arange`, `zeros` of a shape, `asarray`
   of numbers) and `ones_like`/`zeros_like`/`full_like` of a traced array run once, at the
-  trace, where no returned or updated array shares their memory (mlp: the one-hot's
+  trace, where no returned or updated array shares their memory and they are at most 1 MiB
+  (a larger constant is made by each call, not held between calls; mlp: the one-hot's
   `arange`, the seed gradient `ones_like(loss)` and, through dead code, the loss itself).
 - **copy elision**: `asarray(v, copy=True)` of a fresh value nothing else reads is `v`.
 - **mask-cast fusion**: `g * astype(h > 0, float32)` is `g * (h > 0)` (a ReLU's backward:

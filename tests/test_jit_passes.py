@@ -353,3 +353,13 @@ def test_power_is_never_rewritten_where_numpy_computes_it_another_way(dtype: Any
         ref = [np.array(f(x))]
         j(x)
         assert _same([np.array(j(x))], ref)
+
+
+def test_fold_constants_leaves_a_large_constant_to_each_call() -> None:
+    def f(x: Any) -> Any:
+        xp = x.__array_namespace__()
+        return x * xp.ones_like(x) + xp.zeros(x.shape)
+
+    small, large = check(f, [(np.arange(8.0),)], "fold_constants")[0], xg.jit(f).trace(np.arange(200_000.0))
+    assert "ones_like" not in _names(small) and "zeros" not in _names(small)
+    assert "ones_like" in _names(large) and "zeros" in _names(large)  # (1.6 MB each: over FOLD_MAX_BYTES)

@@ -170,6 +170,7 @@ def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = Non
 def _reads(x: Instruction) -> list[int]:
     return [t._i for t in _tracers_of(x)]
 
+FOLD_MAX_BYTES = 1 << 20  # a larger constant is made by each call (not held by the program between calls)
 # creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
 _LIKE = frozenset({"ones_like", "zeros_like", "full_like"})
 
@@ -188,7 +189,8 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> 
 
     Only where the replay can never change such a value: no output, no value written in
     place, shares memory with it (a constant returned or updated in place would carry one
-    call's changes into the next). Random draws (stateful calls) are never folded.
+    call's changes into the next). Random draws (stateful calls) are never folded, nor a
+    value over ``FOLD_MAX_BYTES`` (the program would hold it between calls).
     """
     w = trace.witness
     guard = _guarded(trace, ins, outputs)
@@ -199,6 +201,7 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> 
         like = getattr(x.fn, "__name__", "") in _LIKE and x.args and type(x.args[0]) is Tracer
         free = [t for t in (reads[1:] if like else reads) if t._i not in const]
         if (not free and x.outs and x.writes is None and not getattr(x.fn, "_xg_stateful", False)
+                and all(getattr(w[o], "nbytes", 0) <= FOLD_MAX_BYTES for o in x.outs)
                 and not any(isinstance(w[o], np.ndarray) and any(np.may_share_memory(w[o], g) for g in guard)
                             for o in x.outs)):
             const.update(x.outs)

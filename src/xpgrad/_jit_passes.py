@@ -170,6 +170,7 @@ def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = Non
 def _reads(x: Instruction) -> list[int]:
     return [t._i for t in _tracers_of(x)]
 
+
 FOLD_MAX_BYTES = 1 << 20  # a larger constant is made by each call (not held by the program between calls)
 # creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
 _LIKE = frozenset({"ones_like", "zeros_like", "full_like"})

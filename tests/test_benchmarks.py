@@ -189,3 +189,25 @@ def test_ab_runs_both_trees_interleaved_and_reports_ratios(tmp_path: Path) -> No
     bad = subprocess.run([sys.executable, "-m", "benchmarks.ab", str(ROOT), str(ROOT), "--workloads", "nope"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "unknown workloads: nope" in bad.stderr
+
+
+def test_a_jitted_framework_times_its_trace_apart_and_replays() -> None:
+    """xpgrad-numpy-jit: the first call (the trace) is timed apart and against an eager call; the
+    gradient check and large's memory are on replays; the report has the jit tables."""
+    from benchmarks import _worker, report
+
+    recs = [_worker.run_pair(fw, wl, 2, quick=True) for wl in ("chain", "large")
+            for fw in ("numpy-manual", "xpgrad-numpy-jit")]
+    for r in recs:
+        assert r["status"] == "ok", r.get("reason")
+        assert r["best"] == min(r["samples"])
+    chain, large = recs[1], recs[3]
+    for r in (chain, large):
+        assert r["trace_ms"] > 0 and r["eager_ms"] > 0 and len(r["trace_samples_ms"]) == 3
+        assert r["trace_ratio"] == pytest.approx(r["trace_ms"] / r["eager_ms"])
+        assert r["grad_max_rel_diff"] < 1e-12
+    # the replay of large holds the gradient and a few chunks (numpy-manual: e and the gradient)
+    assert 0.9 <= large["peak_traced_ratio"] < 1.5 and recs[2]["peak_traced_ratio"] == pytest.approx(2.0, abs=0.05)
+    table = report.table_md(recs)
+    assert "**xg.jit's targets on NumPy**" in table and "| chain <= 1.5x |" in table
+    assert "large peak memory <= 2.0" in table and "| xpgrad-numpy-jit | " in table

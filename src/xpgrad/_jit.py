@@ -35,9 +35,11 @@ import numpy as np
 from . import _tracing
 from ._dispatch import backend_namespace
 from ._exceptions import XpgradTypeError, XpgradValueError
-from ._jit_passes import dead_code as _dead_code
+from ._jit_passes import frees_at as _frees_at
 from ._jit_passes import last_uses as _last_uses
+from ._jit_passes import optimize as _optimize
 from ._jit_passes import reuse_plan as _reuse_plan
+from ._jit_passes import variables as _variables
 from ._policy import current_policy
 from ._tracing import TRACE, Trace, Tracer
 from .autograd import _core
@@ -115,6 +117,10 @@ class _Flat:
 def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     """Append ``obj``'s signature to ``flat.key``; return its template (leaves replaced by markers)."""
     key = flat.key
+    if type(obj) is np.ndarray:  # (the common leaf first: what _is_raw_array and _array_key say of it)
+        key.append((np.ndarray, obj.shape, obj.dtype, obj.strides))
+        flat.leaves.append(obj)
+        return _Leaf(len(flat.leaves) - 1)
     if isinstance(obj, Tensor):
         if obj._fw or getattr(obj, "_inner", None) is not None or (obj._node is not None and GRAD_ENABLED.get()):
             # forward mode, vmap, or a graph that reaches outside the call: f runs as it is
@@ -229,11 +235,12 @@ class Program:
     def __init__(self, trace: Trace, outputs: list[Any], donated: set[int], name: str, reuse: bool) -> None:
         self.name = name
         self.input_slots = list(trace.inputs)
-        self.output_slots = outputs  # a slot per output (int), or ("const", value)
         self.stateful = trace.stateful
-        self.instructions = _dead_code(trace.instructions, outputs)
         # each value's (shape, dtype), by slot: what xg.viz.draw_program labels the values with
         self._meta = [(tuple(w.shape), w.dtype) for w in trace.witness]
+        # (the passes: _jit_passes.optimize; on NumPy they may rename an output's slot, never its value)
+        self.instructions, outputs = _optimize(trace, trace.instructions, outputs, reuse)
+        self.output_slots = outputs  # a slot per output (int), or ("const", value)
         self._const: dict[str, Any] = {}
         names = {s: f"a{k}" for k, s in enumerate(self.input_slots)}
         self._names = names
@@ -272,7 +279,15 @@ class Program:
 
     def _codegen(self, trace: Trace) -> str:
         self._fns: dict[int, str] = {}
-        last = _last_uses(self.instructions, self.output_slots)
+        # (the source's variables: a result may take over a dying value's; the listing keeps slot names)
+        var, dels = _variables(self.instructions, self.output_slots, self._names)
+        listing, self._names = self._names, var
+        try:
+            return self._emit(dels)
+        finally:
+            self._names = listing
+
+    def _emit(self, dels: dict[int, list[str]]) -> str:
         lines = [f"def {_ident(self.name)}({', '.join(self._names[s] for s in self.input_slots)}):"]
         for i, ins in enumerate(self.instructions):
             fname = self._fns.get(id(ins.fn))
@@ -291,9 +306,9 @@ class Program:
                 lines.append(f"    {', '.join(self._name(o) for o in ins.outs)}, = {call}")
             else:
                 lines.append(f"    {self._name(ins.outs[0])} = {call}")
-            dead = [s for s, j in last.items() if j == i]
+            dead = dels.get(i)
             if dead:
-                lines.append(f"    del {', '.join(self._name(s) for s in sorted(dead))}")
+                lines.append(f"    del {', '.join(dead)}")
         outs = [self._name(o) if isinstance(o, int) else self._const_expr(o[1]) for o in self.output_slots]
         lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
         return "\n".join(lines) + "\n"
@@ -323,7 +338,7 @@ class Program:
 
     def __str__(self) -> str:
         out = [f"program {self.name}({', '.join(self.inputs)}): {len(self.instructions)} calls"]
-        last = _last_uses(self.instructions, self.output_slots)
+        frees = _frees_at(_last_uses(self.instructions, self.output_slots))
         for i, ins in enumerate(self.instructions):
             args = [self._show(a) for a in ins.args] + [f"{k}={self._show(v)}" for k, v in ins.kwargs.items()]
             into = self._out_into.get(i)
@@ -335,7 +350,7 @@ class Program:
             else:
                 lhs = ", ".join(self._name(o) for o in ins.outs)
                 out.append(f"  {lhs} = {call}")
-            dead = sorted(s for s, j in last.items() if j == i)
+            dead = frees.get(i)
             if dead:
                 out[-1] += f"    # frees {', '.join(self._name(s) for s in dead)}"
         out.append(f"  return {', '.join(self.outputs)}")

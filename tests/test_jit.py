@@ -179,7 +179,8 @@ def test_anomaly_mode_requires_grad_structure_and_hyperparameters_trace_again(ba
     lin.weight = nn.Parameter(xg.asarray(backend.asarray(np.ones((4, 2)))))
     lin.bias = nn.Parameter(xg.asarray(backend.asarray(np.zeros(4))))
     assert h(lin, xin).shape == (3, 4) and _traces(h) == 2
-    # a new learning rate: the hyperparameters are static, and the new one is the one used
+    # a new learning rate (as a schedule sets it): the learning rate is an input of the program, not
+    # static, so it traces nothing, and the new one is the one used
     ps = [nn.Parameter(xg.asarray(backend.asarray(np.array([1.0, 2.0])))) for _ in range(2)]
     opts = [optim.SGD([p], lr=0.1) for p in ps]
 
@@ -198,7 +199,15 @@ def test_anomaly_mode_requires_grad_structure_and_hyperparameters_trace_again(ba
         js(ps[0], opts[0])
         step(ps[1], opts[1])
     _check(backend, ps[0], ps[1])
-    assert _traces(js) == 3  # (no gradient yet; lr 0.1; lr 0.01)
+    assert _traces(js) == 2  # (no gradient yet; then one program for every learning rate)
+    assert opts[0].param_groups[0]["lr"] == 0.01 and type(opts[0].param_groups[0]["lr"]) is float
+    # the other hyperparameters stay static: a new momentum traces again
+    for o in opts:
+        o.param_groups[0]["momentum"] = 0.5
+    js(ps[0], opts[0])
+    step(ps[1], opts[1])
+    _check(backend, ps[0], ps[1])
+    assert _traces(js) == 3
 
 
 def test_cache_size_evicts_least_recently_used(np_backend: Any) -> None:
@@ -403,6 +412,26 @@ def test_jitted_training_equals_eager(oname: str, kw: dict[str, Any], backend: A
     # the first call has no gradients and no optimizer state yet; then one signature
     assert _traces(step) == 2
     assert step.cache_info().hits == _steps(backend) - 2
+
+
+@pytest.mark.parametrize(("oname", "kw"), OPTIMIZERS, ids=[o for o, _ in OPTIMIZERS])
+def test_jitted_training_with_a_learning_rate_schedule(oname: str, kw: dict[str, Any], backend: Any) -> None:
+    # a scheduler changes the learning rate every 3 steps: the rate is an input of the program, so
+    # the jitted loop traces twice (as without a schedule) and follows the schedule as eager does
+    m1 = _mlp(backend)
+    m2 = copy.deepcopy(m1)
+    o1, o2 = getattr(optim, oname)(m1.parameters(), **kw), getattr(optim, oname)(m2.parameters(), **kw)
+    s1, s2 = (optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5) for o in (o1, o2))
+    x, y = _data(backend)
+    step = xg.jit(_train_step)
+    for _ in range(12 if backend.name == "dask" else 30):
+        step(m1, o1, x, y)
+        _train_step(m2, o2, x, y)
+        s1.step()
+        s2.step()
+    _same_state(backend, m1, m2)
+    assert o1.param_groups[0]["lr"] == o2.param_groups[0]["lr"] and type(o1.param_groups[0]["lr"]) is float
+    assert _traces(step) == 2
 
 
 FLOAT64_OPTIMIZERS = [

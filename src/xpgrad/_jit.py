@@ -26,6 +26,7 @@ import linecache
 import math
 import threading
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -193,6 +194,22 @@ def _is_integer(v: Any) -> bool:
     if isinstance(v, (bool, int)):
         return True
     return "int" in str(getattr(v, "dtype", ""))
+
+
+def _number_kind(like: Any, v: Any) -> tuple[Any, Any, Any]:
+    """(namespace, dtype, device) of the 0-d array a state number (Python or 0-d array) is traced as:
+    int64 or float64 where the library has them (JAX without x64 gives its 32-bit default)."""
+    xp = _tracing.backend_of(backend_namespace(like))
+    return xp, (xp.int64 if _is_integer(v) else xp.float64), array_api_compat.device(like)
+
+
+def _as_number_array(v: Any, kind: tuple[Any, Any, Any]) -> Any:
+    if hasattr(v, "shape"):
+        return v
+    xp, dt, dev = kind
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (JAX without x64: its 32-bit dtype, without the warning)
+        return xp.asarray(v, dtype=dt, device=dev)
 
 
 class _Cells:
@@ -393,7 +410,8 @@ class _Entry:
     n_leaves: int
     rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
     new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
-    number_cells: list[tuple[int, int]]  # (number cell, output)
+    number_cells: list[tuple[int, int]]  # (number cell, output) for the numbers the call changes
+    number_kinds: list[tuple[Any, Any, Any]]  # (namespace, dtype, device) a Python number becomes an array with
     counts: list[int]  # optimizer steps the call made, per state object
     bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
     donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
@@ -597,11 +615,12 @@ class Jitted:
                 g.data = tr
             grads0 = [t.grad for t in cells.tensors]
             number_in = []
+            number_kinds = []
             for d, name, like in cells.numbers:
-                xp = _tracing.backend_of(backend_namespace(like.data._w))
                 v = d[name]
-                w = xp.asarray(v, dtype=xp.int64 if _is_integer(v) else xp.float64, device=array_api_compat.device(like.data._w))
-                tr = trace.input(w, backend_namespace(w), f"the optimizer state {name!r}")
+                kind = _number_kind(like.data._w, v)
+                number_kinds.append(kind)
+                tr = trace.input(_as_number_array(v, kind), kind[0], f"the optimizer's {name!r}")
                 number_in.append((v, tr))
                 d[name] = tr
             args = _rebuild(targs, leaf_tracers)
@@ -622,8 +641,11 @@ class Jitted:
                 gnew = t.grad
                 if gnew is not g0:
                     new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs, f"{self._name}: a gradient")))
+            # (a number the call left alone, the learning rate, is no output: it stays the user's)
+            written = {x.writes for x in trace.instructions if x.writes is not None}
             numbers = [(k, _slot(d[name], outputs, f"{self._name}: optimizer state")) for k, (d, name, _) in
-                       enumerate(cells.numbers)]
+                       enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
+            kept = {k for k, _ in numbers}
         finally:
             TRACE.reset(token)
             with _ACTIVE_LOCK:
@@ -638,9 +660,9 @@ class Jitted:
                 g = t.grad
                 if g is not None and type(g.data) is Tracer:
                     g.data = g.data._w
-            for d, name, _ in cells.numbers:
+            for k, (d, name, _) in enumerate(cells.numbers):
                 if type(d[name]) is Tracer:
-                    d[name] = d[name]._w
+                    d[name] = d[name]._w if k in kept else number_in[k][0]
         with self._lock:
             self._traces += 1
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
@@ -652,6 +674,7 @@ class Jitted:
         entry.rebind = [(cells_index(cells, t), s) for t, s in rebind]
         entry.new_grads = new_grads
         entry.number_cells = numbers
+        entry.number_kinds = number_kinds
         entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
         entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
         entry.grad_outputs = _grad_outputs(out_tmpl)
@@ -854,7 +877,9 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins = list(flat.leaves)
     ins += [t.data for t in cells.tensors]
     ins += [g.data for g in cells.grad_tensors]
-    ins += [d[n] for d, n, _ in cells.numbers]
+    for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
+        v = d[n]
+        ins.append(_as_number_array(v, nk) if type(v) in (int, float) else v)
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)

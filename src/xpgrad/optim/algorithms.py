@@ -83,10 +83,10 @@ class SGD(Optimizer):
             d, own, sign = _decayed(d, p, wd, sign), True, 1.0
         if not mom:
             if own:
-                d *= lr
+                d *= _as_factor(lr, p.data)
                 p -= d
             else:
-                p -= d * (sign * lr)
+                p -= d * _as_factor(sign * lr, p.data)
             return
         buf = state.get("momentum_buffer")
         if buf is None:
@@ -111,11 +111,11 @@ class SGD(Optimizer):
             else:
                 t += d
             del d
-            t *= lr
+            t *= _as_factor(lr, p.data)
             p -= t
         else:
             del d
-            p -= buf.data * lr
+            p -= buf.data * _as_factor(lr, p.data)
 
 
 class Adam(Optimizer):
@@ -158,7 +158,7 @@ class Adam(Optimizer):
         g = grad.data
         if wd:
             if self._decoupled:
-                p *= 1.0 - lr * wd
+                p *= _as_factor(1.0 - lr * wd, p.data)
             else:
                 g, sign = _decayed(g, p, wd, sign), 1.0
         m, v = state["exp_avg"], state["exp_avg_sq"]
@@ -269,9 +269,9 @@ class RMSprop(Optimizer):
             buf *= mom
             buf += q
             del q
-            p -= buf.data * lr
+            p -= buf.data * _as_factor(lr, p.data)
         else:
-            q *= lr
+            q *= _as_factor(lr, p.data)
             p -= q
 
 

@@ -115,11 +115,12 @@ class Optimizer:
     def _jit_state(self) -> tuple[Any, list[Tensor]]:
         """(static part of xg.jit's signature, the tensors a call reads and may rebind).
 
-        The hyperparameters are static (a new learning rate traces again); the state's
-        arrays are read and written back by each call, and its numbers (Adam's step) are
-        0-d arrays of the program, so that the step count does not trace again.
+        The hyperparameters are static (a new momentum traces again), except the learning
+        rate: it and the state's numbers (Adam's step) are 0-d arrays of the program, so that
+        a schedule or the step count does not trace again; the state's arrays are read and
+        written back by each call.
         """
-        groups = tuple(tuple((k, _frozen(v)) for k, v in g.items() if k != "params") for g in self.param_groups)
+        groups = tuple(tuple((k, _frozen(v)) for k, v in g.items() if k not in ("params", "lr")) for g in self.param_groups)
         tensors: list[Tensor] = [p for g in self.param_groups for p in g["params"]]
         for st in self.state.values():
             tensors.extend(v for v in st.values() if isinstance(v, Tensor))
@@ -132,6 +133,8 @@ class Optimizer:
     def _jit_numbers(self) -> list[Any]:
         out: list[Any] = []
         for g in self.param_groups:
+            if g["params"] and isinstance(g.get("lr"), (int, float)) and not isinstance(g["lr"], bool):
+                out.append((g, "lr", g["params"][0]))
             for p in g["params"]:
                 st = self.state.get(id(p))
                 if st:

@@ -80,7 +80,9 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
         if uf is None or uf.nout != 1 or len(x.args) != uf.nin:
             continue
         wo = w[x.outs[0]]
-        if type(wo) is not np.ndarray:
+        # (one element gains nothing from a reused buffer, and NumPy's complex multiply and
+        # square take another loop for it in place, which differs in the last bit)
+        if type(wo) is not np.ndarray or wo.size <= 1:
             continue
         for a in x.args:
             if type(a) is not Tracer:

@@ -34,10 +34,12 @@ import types
 from typing import Any
 
 import array_api_compat
+import numpy as np
 
 from ._exceptions import ConcretizationError
 
-__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "current_trace", "is_tracer", "namespace_of"]
+__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "current_trace", "is_tracer",
+           "namespace_of", "recorded"]
 
 # the trace that arrays created with no input array (creation, random) record into
 TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit_trace", default=None)
@@ -109,7 +111,9 @@ class Trace:
         # a result that is an argument's own witness (an update in place, out=, asarray(x)):
         # the same tracer, and the call is kept for its effect
         for a in _tracers_in((args, kwargs)):
-            if a._w is out:
+            # (not a NumPy scalar: immutable, and np.True_/np.False_ are singletons that any
+            # boolean function of 0-d arrays may return; a new value of the program)
+            if a._w is out and not isinstance(out, np.generic):
                 self.instructions.append(Instruction(fn, name, args, kwargs, [], False, a._i))
                 return a
         if _is_array(out):
@@ -285,6 +289,18 @@ def namespace_of(arrays: list[Any]) -> Any:
     if len(ws) > 1:
         _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
     return tracing_namespace(base)
+
+
+def base_namespace(ns: Any) -> Any:
+    """The backend namespace under a tracing namespace, or None when ``ns`` is no tracing namespace."""
+    return ns.__dict__["_base"] if type(ns) is TracingNamespace else None
+
+
+def recorded(fn: Any, qual: str, ns: TracingNamespace) -> Any:
+    """``fn``, a function of raw arrays outside the namespace (``scipy.special.erf``,
+    ``torch.logsumexp``), made to record one call of the program (named ``qual``) when it
+    gets tracers of ``ns``; called with no tracer and no trace open, it is ``fn``."""
+    return _recorder(fn, qual.rsplit(".", 1)[-1], qual, ns)
 
 
 def is_tracer(x: Any) -> bool:

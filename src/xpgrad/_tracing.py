@@ -384,7 +384,8 @@ def _mT(x: Any) -> Any:
 
 
 def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
-    return x.to_device(device, **kw)
+    # (array-api-compat's: torch tensors and Dask arrays have no to_device method)
+    return array_api_compat.to_device(x, device, **kw)
 
 
 def _astype_method(x: Any, dtype: Any, /, **kw: Any) -> Any:

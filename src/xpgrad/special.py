@@ -505,9 +505,9 @@ def _native_reduction(xp: Any, name: str) -> Callable[..., Any] | None:
         return _FNS[key]
     base = _tracing.base_namespace(xp)
     if base is not None:  # under xg.jit: the backend's function, recorded as one call of the program
-        f = _native_reduction(base, name)
-        _FNS[key] = f = None if f is None else _tracing.recorded(f, f"special.{name}", xp)
-        return f
+        native = _native_reduction(base, name)
+        _FNS[key] = traced = None if native is None else _tracing.recorded(native, f"special.{name}", xp)
+        return traced
     import array_api_compat as c
 
     f: Callable[..., Any] | None = None

@@ -89,7 +89,10 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
                 continue
             s = a._i
             if (s in owned and s not in viewed and s not in out_slots and last.get(s) == i
-                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype):
+                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype
+                    # (and its memory layout: a fresh result follows its inputs' (order K), and a
+                    # reduction's summation order follows the layout, so another one changes the last bits)
+                    and w[s].strides == wo.strides):
                 plan[i] = s
                 break
         if i in plan:

@@ -338,7 +338,7 @@ def test_fuzz_backends(backend: Backend) -> None:
 
 # ---------------------------------------------------------------- under xg.jit
 #: programs run under xg.jit on NumPy, against eager and torch
-N_JIT = 2_000 if _THOROUGH else 200
+N_JIT = 2_000 if _THOROUGH else 300
 #: programs per backend under xg.jit (ci; the thorough profile runs N_JIT_BACKEND_THOROUGH, JAX a tenth)
 _N_JIT_BACKEND_CI = {"numpy": 10, "array_api_strict": 30, "torch": 30, "jax": 3, "dask": 15, "cupy": 20}
 N_JIT_BACKEND_THOROUGH = 300

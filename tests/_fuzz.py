@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -152,6 +152,11 @@ class Program:
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """How hypothesis prints a falsifying example: the source."""
         p.text(repr(self))
+
+    def with_new_inputs(self, seed: int) -> Program:
+        """The same program on other inputs of the same shapes (drawn as :func:`programs` draws them)."""
+        rng = np.random.default_rng(seed)
+        return replace(self, inputs=[np.asarray(rng.uniform(-1.5, 1.5, np.shape(a))) for a in self.inputs])
 
     def compile(self, lib: str, glb: dict[str, Any]) -> Callable[..., Any]:
         """The program's function for ``lib`` ("xpgrad" or "torch"), with ``glb`` as its globals."""

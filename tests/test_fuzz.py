@@ -8,6 +8,13 @@
    reverse; torch: double backward) must agree.
 2. :func:`test_fuzz_backends`: the same programs run through xpgrad on each backend
    of the ``backend`` fixture and must agree with the NumPy run (values, gradients).
+3. Under ``xg.jit`` (:func:`test_fuzz_jit_against_eager_and_torch`,
+   :func:`test_fuzz_jit_inplace_and_views`, :func:`test_fuzz_jit_backends`): each program's
+   value-and-gradient and HVP functions are jitted, traced on the drawn inputs and
+   *replayed* on other inputs of the same shapes (the first call is the trace, an eager
+   run); the replay must equal eager bit for bit (NumPy, and every backend whose program
+   is replayed call by call; JAX, compiled by ``jax.jit``, within the tolerance below) and
+   torch within the tolerance.
 
 Tolerance: ``|ours - ref| <= 1e-9 * |ref| + 1e-11 * max(1, max|ref|)`` per array.
 The relative part is the requirement; the absolute floor is 100 times below the
@@ -135,8 +142,13 @@ def run_torch(prog: Program) -> dict[str, Any]:
     return out
 
 
-def run_xpgrad(prog: Program, bk: Backend | None = None, hvp: bool = True) -> dict[str, Any]:
-    """The same through xpgrad, on ``bk``'s arrays (NumPy when None); results as NumPy."""
+def run_xpgrad(prog: Program, bk: Backend | None = None, hvp: bool = True, jit_warm: Program | None = None) -> dict[str, Any]:
+    """The same through xpgrad, on ``bk``'s arrays (NumPy when None); results as NumPy.
+
+    ``jit_warm``: the functions (value and gradient, HVP) run under ``xg.jit``, traced on
+    ``jit_warm``'s inputs (the same program on other values) first, so that the results
+    returned are the *replay* of the traced program on ``prog``'s inputs.
+    """
     f = prog.compile("xpgrad", {"xp": xg, "np": np})
     conv = (lambda a: np.array(a)) if bk is None else bk.asarray
     back = (lambda a: np.asarray(a)) if bk is None else bk.to_numpy
@@ -144,9 +156,16 @@ def run_xpgrad(prog: Program, bk: Backend | None = None, hvp: bool = True) -> di
     ws = [conv(w) for w in prog.weights]
     n = prog.n_inputs
     nums = tuple(range(n))
+    warm = None if jit_warm is None else [conv(a) for a in jit_warm.inputs]
+
+    def run(fn: Any, *args: Any) -> Any:
+        if warm is None:
+            return fn(*args)
+        return _replay(fn, args, [*warm, *args[n:]])
+
     policy = bk.policy() if bk is not None else xg.default_device()
     with policy:
-        (loss, vals), grads = xg.value_and_grad(f, argnums=nums, has_aux=True)(*xs, *ws)
+        (loss, vals), grads = run(xg.value_and_grad(f, argnums=nums, has_aux=True), *xs, *ws)
         out = {"loss": back(loss), "values": [back(v) for v in vals], "grads": [back(g) for g in grads]}
         if hvp and prog.hvp != "none":
             ts = [conv(t) for t in prog.tangents]
@@ -155,15 +174,34 @@ def run_xpgrad(prog: Program, bk: Backend | None = None, hvp: bool = True) -> di
                 return f(*a, *ws)[0]
 
             if prog.hvp == "fwd":
-                h = xg.hvp(floss, tuple(xs), tuple(ts))
-                h = (h,) if n == 1 else h
-            else:
-                def gdot(*a: Any) -> Any:
-                    g = xg.grad(floss, argnums=nums)(*a)
-                    return sum(xg.sum(gi * ti) for gi, ti in zip(g, ts))
+                def fwd_hvp(*a: Any) -> Any:
+                    h = xg.hvp(floss, tuple(a[:n]), tuple(a[n:]))
+                    return (h,) if n == 1 else h
 
-                h = xg.grad(gdot, argnums=nums)(*xs)
+                h = run(fwd_hvp, *xs, *ts)
+            else:
+                def rev_hvp(*a: Any) -> Any:
+                    def gdot(*x: Any) -> Any:
+                        g = xg.grad(floss, argnums=nums)(*x)
+                        return sum(xg.sum(gi * ti) for gi, ti in zip(g, a[n:]))
+
+                    return xg.grad(gdot, argnums=nums)(*a[:n])
+
+                h = run(rev_hvp, *xs, *ts)
             out["hvp"] = [back(a) for a in h]
+    return out
+
+
+def _replay(fn: Any, args: Any, warm: Any) -> Any:
+    """``xg.jit(fn)(*args)`` as a replay: traced on ``warm`` first (the trace is an eager run
+    and proves nothing about the program), then called on ``args`` (same signature)."""
+    jf = xg.jit(fn)
+    with warnings.catch_warnings():  # (the warm values are only traced: an overflow there is no finding)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        jf(*warm)
+    out = jf(*args)
+    info = jf.cache_info()
+    assert (info.traces, info.hits) == (1, 1), f"jit: the second call did not replay the traced program: {info}"
     return out
 
 
@@ -294,6 +332,86 @@ def test_fuzz_backends(backend: Backend) -> None:
             ref = run_xpgrad(prog, None, hvp=False)
         assume(_reference_ok(ref))
         compare(prog, run_xpgrad(prog, backend, hvp=False), ref, f"{backend.name} vs numpy")
+
+    run()
+
+
+# ---------------------------------------------------------------- under xg.jit
+#: programs run under xg.jit on NumPy, against eager and torch
+N_JIT = 2_000 if _THOROUGH else 300
+#: programs per backend under xg.jit (ci; the thorough profile runs N_JIT_BACKEND_THOROUGH, JAX a tenth)
+_N_JIT_BACKEND_CI = {"numpy": 10, "array_api_strict": 30, "torch": 30, "jax": 3, "dask": 15, "cupy": 20}
+N_JIT_BACKEND_THOROUGH = 300
+
+
+def _identical(what: str, ours: dict[str, Any], ref: dict[str, Any]) -> None:
+    """Every value, the loss, the gradients and the HVP equal bit for bit (and in dtype)."""
+    for key in ("values", "loss", "grads", "hvp"):
+        if key not in ref:
+            continue
+        mine, theirs = ours[key], ref[key]
+        pairs = list(zip(mine, theirs)) if isinstance(theirs, list) else [(mine, theirs)]
+        for k, (o, r) in enumerate(pairs):
+            o, r = np.asarray(o), np.asarray(r)
+            assert o.dtype == r.dtype and o.shape == r.shape, f"{what}: {key} {k}: {o.dtype}{o.shape} vs {r.dtype}{r.shape}"
+            assert np.array_equal(o, r, equal_nan=True), f"{what}: {key} {k} differs (max |diff| {np.max(np.abs(o - r))})"
+
+
+@settings(settings.default, max_examples=N_JIT, deadline=None, suppress_health_check=_HC)
+@given(prog=programs([op for op in sorted(OPS) if op not in _fuzz.TORCH_EXCLUDED], no_hvp=_fuzz.TORCH_NO_HVP),
+       seed=st.integers(0, 2**32 - 1))
+def test_fuzz_jit_against_eager_and_torch(prog: Program, seed: int) -> None:
+    """Random programs under ``xg.jit`` (values and gradients by ``value_and_grad``, the HVP
+    by ``hvp`` or ``grad`` of ``grad``): traced on the drawn inputs, replayed on other ones,
+    the replay equal to eager bit for bit (NumPy replays the very calls eager code makes)
+    and to torch within the fuzz's tolerance."""
+    check_jit(prog, seed)
+
+
+@settings(settings.default, max_examples=max(30, N_JIT // 2), deadline=None, suppress_health_check=_HC)
+@given(prog=programs(_INPLACE_FUZZ_OPS, max_steps=12), seed=st.integers(0, 2**32 - 1))
+def test_fuzz_jit_inplace_and_views(prog: Program, seed: int) -> None:
+    """The in-place fuzz's programs (updates, writes through views) under ``xg.jit``: where the
+    replay's buffer reuse (NumPy results written into dead buffers) meets views and writes."""
+    check_jit(prog, seed)
+
+
+def check_jit(prog: Program, seed: int, drawn: bool = True) -> None:
+    """``prog`` jitted: traced on its inputs, replayed on other ones (from ``seed``), against
+    eager and torch (``drawn``: as in :func:`check_against_torch`)."""
+    other = prog.with_new_inputs(seed)
+    ref = run_torch(other)
+    if drawn:
+        assume(_reference_ok(ref))
+    else:
+        assert _reference_ok(ref), "the reference is not finite or too large"
+    jitted = run_xpgrad(other, jit_warm=prog)
+    _identical("jit (replayed) vs eager", jitted, run_xpgrad(other))
+    compare(other, jitted, ref, "jit (replayed) vs torch")
+
+
+def test_fuzz_jit_backends(backend: Backend) -> None:
+    """Random programs under ``xg.jit`` on each backend, replayed on other inputs, against the
+    backend's eager run: equal bit for bit where the program is replayed call by call, and
+    within the fuzz's tolerance on JAX (the program runs under ``jax.jit``: XLA fuses)."""
+    if _THOROUGH:
+        n = round(N_JIT_BACKEND_THOROUGH * (0.1 if backend.name == "jax" else 1.0))
+    else:
+        n = _N_JIT_BACKEND_CI.get(backend.name, 6)
+
+    @settings(settings.default, max_examples=n, deadline=None, suppress_health_check=_HC)
+    @given(prog=programs(_backend_ops(backend.name)), seed=st.integers(0, 2**32 - 1))
+    def run(prog: Program, seed: int) -> None:
+        other = prog.with_new_inputs(seed)
+        with warnings.catch_warnings():  # (as in test_fuzz_backends: an overflowing reference is discarded)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ref = run_xpgrad(other, backend, hvp=False)
+        assume(_reference_ok(ref))
+        jitted = run_xpgrad(other, backend, hvp=False, jit_warm=prog)
+        if backend.name == "jax":
+            compare(other, jitted, ref, "jax: jit (under jax.jit) vs eager")
+        else:
+            _identical(f"{backend.name}: jit (replayed) vs eager", jitted, ref)
 
     run()
 
@@ -444,3 +562,29 @@ def test_regression_std_hvp_through_the_root() -> None:
         hvp="rev",
     )
     check_against_torch(prog, drawn=False)
+
+
+def test_regression_jit_reuse_keeps_the_memory_layout() -> None:
+    """Found by the jit fuzz (thorough): the replayed gradient differed from eager in the last
+    bit. The program wrote ``a4 * v19`` into ``v19``'s dead buffer, whose layout was a
+    transposed one (``v2 * 1.0`` follows the layout of its permuted input), where eager
+    allocates a fresh result of another layout; the sum after it added in another order.
+    Fixed in src/xpgrad/_jit_passes.py (a buffer is reused only with the result's strides)."""
+    prog = _fuzz.from_source(
+        [np.array([1.2925846929061189, -0.8840202685229602]).reshape((2, 1)),
+         np.array([0.7365737444215421, 0.028265311710605978, 1.1892443698579105, 1.1154495797486774,
+                   0.5146648881504587, -1.0186879588096813, 0.9841426650125076, 0.24665229023647406]).reshape((2, 2, 2))],
+        """
+        v0 = xp.permute_dims(x1, (1, 2, 0))
+        t1_1 = v0 * 1.0
+        t1_1 /= (1.5 + 0.5 * x0 * 0.5 * x0)
+        v1 = t1_1
+        """,
+        """
+        v0 = torch.permute(x1, (1, 2, 0))
+        t1_1 = v0 * 1.0
+        t1_1 /= (1.5 + 0.5 * x0 * 0.5 * x0)
+        v1 = t1_1
+        """,
+    )
+    check_jit(prog, 143519, drawn=False)

@@ -5,6 +5,7 @@ shape-only ``broadcast_shapes``, signatures, and gradients of unused outputs."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import array_api_strict as xps
 import numpy as np
@@ -166,3 +167,20 @@ def test_vecdot_conjugates_the_first_argument() -> None:
     x2 = np.array([2 - 1j, 1j])
     out = xg.vecdot(xg.asarray(x1), xg.asarray(x2))
     np.testing.assert_allclose(out.numpy(), np.sum(np.conj(x1) * x2))
+
+
+@pytest.mark.parametrize(("what", "fn"), [
+    ("repeat 0, axis 0", lambda x: xg.repeat(x, 0, axis=0)),
+    ("repeat 0, axis 1", lambda x: xg.repeat(x, 0, axis=1)),
+    ("repeat 0, flat", lambda x: xg.repeat(x, 0)),
+    ("tile (0, 2)", lambda x: xg.tile(x, (0, 2))),
+    ("tile (1, 0)", lambda x: xg.tile(x, (1, 0))),
+])
+def test_no_copies_give_a_zero_gradient(what: str, fn: Any, backend: Any) -> None:
+    """Zero repetitions: an empty result, and a gradient of zeros (Dask could not reshape the
+    empty cotangent into the copies' split; found by tests/test_jit_ops.py's thorough run)."""
+    x = backend.asarray(np.arange(6.0).reshape(2, 3))
+    g = xg.grad(lambda x: xg.sum(fn(x)))(x)
+    got = backend.to_numpy(g)
+    assert got.shape == (2, 3) and got.dtype == np.float64, what
+    np.testing.assert_array_equal(got, np.zeros((2, 3)), err_msg=what)

@@ -106,14 +106,19 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
         if uf is None or uf.nout != 1 or len(x.args) != uf.nin or uf.signature is not None or _fast_power(x, w):
             continue
         wo = w[x.outs[0]]
-        if type(wo) is not np.ndarray:
+        # (one element gains nothing from a reused buffer, and NumPy's complex multiply and
+        # square take another loop for it in place, which differs in the last bit)
+        if type(wo) is not np.ndarray or wo.size <= 1:
             continue
         for a in x.args:
             if type(a) is not Tracer:
                 continue
             s = a._i
             if (s in owned and s not in viewed and s not in out_slots and last.get(s) == i
-                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype):
+                    and (s not in n_in or s in donated) and w[s].shape == wo.shape and w[s].dtype == wo.dtype
+                    # (and its memory layout: a fresh result follows its inputs' (order K), and a
+                    # reduction's summation order follows the layout, so another one changes the last bits)
+                    and w[s].strides == wo.strides):
                 plan[i] = s
                 break
         if i in plan:

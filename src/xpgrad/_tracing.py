@@ -34,10 +34,12 @@ import types
 from typing import Any
 
 import array_api_compat
+import numpy as np
 
 from ._exceptions import ConcretizationError, XpgradTypeError
 
-__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "current_trace", "is_tracer", "namespace_of"]
+__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "base_namespace", "current_trace", "is_tracer",
+           "namespace_of", "recorded"]
 
 # the trace this context records into: every backend call made while it is set is recorded,
 # those on constants (arrays made inside, captured by closures) too
@@ -121,7 +123,9 @@ class Trace:
         # a result that is an argument's own witness (an update in place, out=, asarray(x)):
         # the same tracer, and the call is kept for its effect
         for a in _tracers_in((args, kwargs)):
-            if a._w is out:
+            # (not a NumPy scalar: immutable, and np.True_/np.False_ are singletons that any
+            # boolean function of 0-d arrays may return; a new value of the program)
+            if a._w is out and not isinstance(out, np.generic):
                 self.instructions.append(Instruction(fn, name, args, kwargs, [], False, a._i))
                 return a
         if _is_array(out):
@@ -335,6 +339,18 @@ def namespace_of(arrays: list[Any]) -> Any:
     return tracing_namespace(base)
 
 
+def base_namespace(ns: Any) -> Any:
+    """The backend namespace under a tracing namespace, or None when ``ns`` is no tracing namespace."""
+    return ns.__dict__["_base"] if type(ns) is TracingNamespace else None
+
+
+def recorded(fn: Any, qual: str, ns: TracingNamespace) -> Any:
+    """``fn``, a function of raw arrays outside the namespace (``scipy.special.erf``,
+    ``torch.logsumexp``), made to record one call of the program (named ``qual``) when it
+    gets tracers of ``ns``; called with no tracer and no trace open, it is ``fn``."""
+    return _recorder(fn, qual.rsplit(".", 1)[-1], qual, ns)
+
+
 def is_tracer(x: Any) -> bool:
     """Whether ``x`` is a traced array (raw, not a Tensor)."""
     return type(x) is Tracer
@@ -446,7 +462,8 @@ def _mT(x: Any) -> Any:
 
 
 def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
-    return x.to_device(device, **kw)
+    # (array-api-compat's: torch tensors and Dask arrays have no to_device method)
+    return array_api_compat.to_device(x, device, **kw)
 
 
 def _astype_method(x: Any, dtype: Any, /, **kw: Any) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 
 import array_api_compat
 
+from . import _tracing
 from ._dispatch import backend_namespace, raw_array
 from ._dtypes import is_float
 from .autograd._core import Primitive, apply, primitive
@@ -69,6 +70,9 @@ def _lib(xp: Any) -> Any:
     key = id(xp)  # namespaces are modules: alive for the whole process
     if key in _LIBS:
         return _LIBS[key]
+    base = _tracing.base_namespace(xp)
+    if base is not None:  # (under xg.jit: the library of the witnesses; its functions are recorded by _native)
+        return _lib(base)
     import array_api_compat as c
 
     mod: Any = None
@@ -119,6 +123,11 @@ def _native(xp: Any, name: str) -> Callable[..., Any] | None:
     key = (id(xp), name)
     if key in _FNS:
         return _FNS[key]
+    base = _tracing.base_namespace(xp)
+    if base is not None:  # under xg.jit: the backend's function, recorded as one call of the program
+        f = _native(base, name)
+        _FNS[key] = f = None if f is None else _tracing.recorded(f, f"{_lib(base).__name__}.{name}", xp)
+        return f
     mod = _lib(xp)
     f = getattr(mod, name, None) if mod is not None else None
     if f is not None and _lib(xp).__name__.startswith("scipy"):
@@ -494,6 +503,11 @@ def _native_reduction(xp: Any, name: str) -> Callable[..., Any] | None:
     key = (id(xp), f"reduction.{name}")
     if key in _FNS:
         return _FNS[key]
+    base = _tracing.base_namespace(xp)
+    if base is not None:  # under xg.jit: the backend's function, recorded as one call of the program
+        native = _native_reduction(base, name)
+        _FNS[key] = traced = None if native is None else _tracing.recorded(native, f"special.{name}", xp)
+        return traced
     import array_api_compat as c
 
     f: Callable[..., Any] | None = None

@@ -24,11 +24,11 @@ from typing import Any
 import array_api_compat
 import array_api_extra as xpx
 
+from .. import _tracing
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import dtype_name, fast_name
 from .._exceptions import XpgradValueError
-from .._tracing import is_tracer
 from ..autograd._core import Primitive
 from ._common import NOKW, Array, Tensor, apply, is_xpgrad, joint_linear_jvp, linear_jvp, primitive
 
@@ -176,27 +176,37 @@ def _drop_none(xp: Any, key: Any, value: Any, ndim: int) -> tuple[Any, Any]:
     return tuple(k for k in parts if k is not None), value
 
 
-def _set_base(x: Any, key: Any, value: Any, copy: bool | None, *, xp: Any) -> Any:
-    return _set(xp, x, key, value, copy)
+_AT_SET: dict[int, Any] = {}
+
+
+def _at_set(xp: Any, x: Any, key: Any, value: Any, copy: bool | None) -> Any:
+    """``array_api_extra.at(x, key).set(value)``; under xg.jit one recorded call on the
+    witnesses (array-api-extra picks JAX's ``.at[]`` or ``__setitem__`` by the array's type)."""
+    base = _tracing.base_namespace(xp)
+    if base is None:
+        return xpx.at(x, key).set(value, copy=copy, xp=xp)
+    f = _AT_SET.get(id(xp))
+    if f is None:
+        def at_set(x: Any, key: Any, value: Any, copy: bool | None) -> Any:
+            return xpx.at(x, key).set(value, copy=copy, xp=base)
+
+        _AT_SET[id(xp)] = f = _tracing.recorded(at_set, "array_api_extra.at.set", xp)
+    return f(x, key, value, copy)
 
 
 def _set(xp: Any, x: Any, key: Any, value: Any, copy: bool | None) -> Any:
     """``x`` with ``x[key] = value`` for keys without repeated elements (basic or boolean)."""
-    if is_tracer(x) and not array_api_compat.is_writeable_array(x._w):
-        # xg.jit traces an immutable array (JAX): array_api_extra cannot tell a tracer's array is
-        # immutable and would assign in place, so the whole out-of-place update is one recorded call
-        return x._t.call(_set_base, "set (out of place)", (x, key, value, copy), {"xp": x._ns()}, x._ns())
     key, value = _drop_none(xp, key, value, x.ndim)
     if math.prod(tuple(_get(xp, x, key).shape)) == 0:  # Dask refuses empty selections
         return xp.asarray(x, copy=True) if copy else x
     try:
-        return xpx.at(x, key).set(value, copy=copy, xp=xp)
+        return _at_set(xp, x, key, value, copy)
     except (ValueError, IndexError, TypeError, NotImplementedError):
         fixed = _positive_steps(key, tuple(x.shape))
         if fixed is None:
             raise
         key2, axes = fixed
-        return xp.flip(xpx.at(xp.flip(x, axis=axes), key2).set(value, copy=copy, xp=xp), axis=axes)
+        return xp.flip(_at_set(xp, xp.flip(x, axis=axes), key2, value, copy), axis=axes)
 
 
 def _single_mask(key: Any) -> Any:

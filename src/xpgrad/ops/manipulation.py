@@ -369,6 +369,8 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
 # ---------------------------------------------------------------- repetition
 def _repeat_vjp(xp: Any, g: Any, ans: Any, x: Any, repeats: Any, *, axis: int | None = None) -> Any:
     shape = tuple(x.shape)
+    if math.prod(tuple(g.shape)) == 0:  # (no copy at all: Dask cannot reshape an empty array into the split below)
+        return zeros_like_shape(xp, g, shape)
     if not hasattr(repeats, "shape") or tuple(repeats.shape) == (1,):
         # every element repeated r times: sum the r copies, which lie next to each other
         if axis is None:
@@ -409,6 +411,8 @@ def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Arr
 
 def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]) -> Any:
     shape = tuple(x.shape)
+    if math.prod(tuple(g.shape)) == 0:  # (no copy at all: Dask cannot reshape an empty array into the split below)
+        return zeros_like_shape(xp, g, shape)
     d = max(len(shape), len(repetitions))
     xs = (1,) * (d - len(shape)) + shape
     rs = (1,) * (d - len(repetitions)) + tuple(repetitions)

@@ -13,7 +13,7 @@ is one :func:`xpgrad.jit` function that takes the model and the optimizer as arg
 their parameters, gradients and Adam's moments and step count are the program's state,
 read and written back by each call. The first step traces; later steps replay the
 program (a new batch shape, the last short batch, traces once more). The learning rate
-of each step is an argument too, a 0-d array, so the schedule does not trace again.
+the schedule sets is an input of the program, so the schedule does not trace again.
 
 The same seed gives the same initial weights (:mod:`xpgrad.random` draws the same
 numbers on every backend), the same split and the same minibatch order on every
@@ -23,13 +23,11 @@ backend. scikit-learn, tqdm and matplotlib come with the ``demo`` extra.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import math
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,26 +152,12 @@ def _accuracy(model: Any, x: Any, y: Any, batch: int = 512) -> float:
     return correct / n
 
 
-@contextlib.contextmanager
-def _learning_rate(opt: Any, lr: Any) -> Iterator[None]:
-    """Set every parameter group's ``lr`` to ``lr`` (a 0-d array) for the block, then put the old values back."""
-    saved = [g["lr"] for g in opt.param_groups]
-    for g in opt.param_groups:
-        g["lr"] = lr
-    try:
-        yield
-    finally:
-        for g, v in zip(opt.param_groups, saved, strict=True):
-            g["lr"] = v
+def train_step(net: Any, opt: Any, xb: Any, yb: Any) -> tuple[Any, Any]:
+    """One training step of the demo: forward, cross-entropy, backward, an optimizer step.
 
-
-def train_step(net: Any, opt: Any, xb: Any, yb: Any, lr: Any) -> tuple[Any, Any]:
-    """One training step of the demo: forward, cross-entropy, backward, an optimizer step at rate ``lr``.
-
-    Written to be jitted: the model and the optimizer are arguments (their parameters,
-    gradients and optimizer state are the program's state), and so is the learning rate,
-    a 0-d array (the optimizer's own ``lr`` is a hyperparameter, static in the jit
-    signature: a schedule that changed it would trace every step). Returns the loss and
+    Written to be jitted: the model and the optimizer are arguments, so their parameters,
+    gradients and optimizer state (its learning rate too, which a scheduler changes
+    between calls without a new trace) are the program's state. Returns the loss and
     the number of correct predictions in the batch.
 
     Examples:
@@ -182,31 +166,23 @@ def train_step(net: Any, opt: Any, xb: Any, yb: Any, lr: Any) -> tuple[Any, Any]
         >>> with xg.default_device("numpy", seed=0):
         ...     net = build_model("mlp")
         ...     opt = xg.optim.Adam(net.parameters(), lr=1e-2)
+        ...     sched = xg.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
         ...     step = xg.jit(train_step)
         ...     xb, yb = xg.zeros((8, 64), dtype=xg.float32), xg.asarray(np.arange(8) % 10)
-        ...     losses = [float(step(net, opt, xb, yb, np.asarray(1e-2))[0]) for _ in range(3)]
-        >>> losses[2] < losses[0], step.cache_info().traces
+        ...     losses = []
+        ...     for _ in range(4):
+        ...         losses.append(float(step(net, opt, xb, yb)[0]))
+        ...         sched.step()
+        >>> losses[3] < losses[0], step.cache_info().traces
         (True, 2)
     """
     logits = net(xb)
     loss = nn.functional.cross_entropy(logits, yb)
     opt.zero_grad()
     loss.backward()
-    with _learning_rate(opt, lr):
-        opt.step()
+    opt.step()
     correct = xg.count_nonzero(xg.argmax(logits.detach(), axis=1) == yb)
     return loss.detach(), correct
-
-
-def _cosine_rates(lr: float, total: int) -> list[float]:
-    """The rate of each of ``total`` steps under CosineAnnealingLR, as the eager loop's scheduler sets them."""
-    stand_in = xg.optim.SGD([nn.Parameter(xg.zeros(1))], lr=lr)
-    sched = xg.optim.lr_scheduler.CosineAnnealingLR(stand_in, T_max=total)
-    rates = []
-    for _ in range(total):
-        rates.append(sched.get_last_lr()[0])
-        sched.step()
-    return rates
 
 
 def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None, batch_size: int = 32,
@@ -265,12 +241,9 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
         opt = xg.optim.Adam(net.parameters(), lr=lr)
         n = x_tr.shape[0]
         n_batches = -(-n // batch_size)
-        if jit:
-            # the schedule's rates, handed to the jitted step as 0-d arrays; opt keeps its lr
-            step = xg.jit(train_step)
-            rates = iter(_cosine_rates(lr, epochs * n_batches))
-        else:
-            sched = xg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * n_batches)
+        sched = xg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * n_batches)
+        jitted = xg.jit(train_step)
+        step = jitted if jit else train_step
         xt, yt, xe, ye = (to_backend(a) for a in (x_tr, y_tr, x_te, y_te))
         order = np.random.default_rng(seed)
         net.train()
@@ -282,18 +255,8 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
             for i in range(0, n, batch_size):
                 idx = to_backend(perm[i : i + batch_size])
                 xb, yb = xg.take(xt, idx, axis=0), xg.take(yt, idx, axis=0)
-                if jit:
-                    # (a float64 0-d array where the library has float64; JAX without x64: float32)
-                    rate = policy.xp.asarray(np.asarray(next(rates)), device=policy.device)
-                    loss, hits = step(net, opt, xb, yb, rate)
-                else:
-                    logits = net(xb)
-                    loss = xg.nn.functional.cross_entropy(logits, yb)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    hits = xg.count_nonzero(xg.argmax(logits.detach(), axis=1) == yb)
+                loss, hits = step(net, opt, xb, yb)
+                sched.step()
                 m = int(idx.shape[0])
                 loss_sum += float(loss) * m
                 correct += int(hits)
@@ -309,7 +272,7 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
     seconds = time.perf_counter() - start
     result = DemoResult(accuracy=history[-1]["test_accuracy"], seconds=seconds, epochs=epochs, backend=backend,
                         model=model, batch_size=batch_size, lr=float(lr), seed=seed, history=history, jit=jit,
-                        traces=step.cache_info().traces if jit else 0)
+                        traces=jitted.cache_info().traces if jit else 0)
     if plot is not None:
         plot_history(result, plot)
     return result

@@ -388,7 +388,10 @@ def _polygamma_fwd(xp: Any, x: Any, *, n: int) -> Any:
     f = _native(xp, "polygamma")
     if f is None or (_lib(xp).__name__, n) in _AVOID:
         return _psi_pure(xp, x, n)
-    out = f(n, x)
+    # (CuPy's polygamma compares its order with 0 as an array: a Python int there is a bool, which
+    # its where() refuses)
+    order = xp.asarray(n, device=array_api_compat.device(x)) if _lib(xp).__name__.startswith("cupyx") else n
+    out = f(order, x)
     return out if out.dtype == x.dtype else xp.astype(out, x.dtype)  # SciPy's polygamma computes in float64
 
 

@@ -668,6 +668,30 @@ def test_replay_peak_memory_on_large_without_donation(np_backend: Any) -> None:
 
 
 # ====================================================================== threads
+def test_threads_with_one_new_signature_trace_once(np_backend: Any) -> None:
+    # four threads call a jitted function for the first time with the same signature at once:
+    # one traces, the others wait for its program and replay it
+    f = xg.jit(xg.grad(_chain))
+    x = _arr(np_backend, 4)
+    want = to_numpy(xg.grad(_chain)(x))
+    barrier = threading.Barrier(4)
+    got: list[Any] = []
+
+    def work() -> None:
+        barrier.wait()
+        got.append(to_numpy(f(x)))
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(got) == 4
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+    assert f.cache_info()[:2] == (3, 1)
+
+
 def test_two_threads_with_different_signatures(backend: Any) -> None:
     f = xg.jit(xg.grad(_chain))
     xs = [_arr(backend, 3), _arr(backend, 5)]
@@ -754,9 +778,10 @@ def test_bad_static_values_raise_naming_them(np_backend: Any) -> None:
         g(x, s=[[1], {2: 3}, {4}])
     with pytest.raises(xg.XpgradTypeError, match="expected a function, got int 3"):
         xg.jit(3)
-    with pytest.raises(xg.XpgradValueError, match=r"jit\(compile='torch'\): the arguments are \['numpy'\] arrays"):
-        xg.jit(_chain, compile="torch")(x)
-    assert f.cache_info().traces == 0
+    h = xg.jit(_chain, compile="torch")
+    with pytest.raises(xg.XpgradValueError, match=r"jit\(_chain, compile='torch'\): the arguments are \['numpy'\] arrays"):
+        h(x)
+    assert f.cache_info().traces == 0 and h.cache_info().traces == 0  # (refused before tracing)
 
 
 # ====================================================================== results that required grad

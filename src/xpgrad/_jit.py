@@ -433,6 +433,7 @@ class Jitted:
         self._cache: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
+        self._tracing: dict[Any, threading.Lock] = {}  # signature -> held while it is traced
         self._traces = 0
         self._name = getattr(f, "__name__", type(f).__name__)
         self._pure = False  # (True: the VJP of a jitted call: state is read, never written back)
@@ -510,7 +511,20 @@ class Jitted:
                 self._cache.move_to_end(key)
                 self._hits += 1
         if entry is None:
-            entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
+            # one trace per signature: a thread that finds another tracing it waits, then replays
+            with self._lock:
+                lock = self._tracing.setdefault(key, threading.Lock())
+            with lock:
+                with self._lock:
+                    entry = self._cache.get(key)
+                    if entry is not None:
+                        self._hits += 1
+                if entry is None:
+                    entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
+                else:
+                    res = _replay(entry, flat, cells)
+            with self._lock:
+                self._tracing.pop(key, None)
         else:
             res = _replay(entry, flat, cells)
         if fk is not None and entry.simple and not entry.donated and entry.n_leaves == len(args):
@@ -586,6 +600,11 @@ class Jitted:
 
     def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *,
                     keep: bool) -> tuple[_Entry, tuple[Any, ...]]:
+        if self.compile == "torch":  # (refused before f runs: torch.compile takes torch tensors only)
+            libs = {type(a).__module__.split(".")[0] for a in (*flat.leaves, *(t.data for t in cells.tensors))}
+            if libs - {"torch"}:
+                msg = f"jit({self._name}, compile='torch'): the arguments are {sorted(libs)} arrays; torch.compile takes torch tensors"
+                raise XpgradValueError(msg)
         trace = Trace(self._name)
         snap = _snapshot(cells) if self._pure else None
         entry = _Entry()

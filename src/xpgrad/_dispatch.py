@@ -156,17 +156,14 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
     """
     key = tuple(map(type, xs))
     xp = _CACHE.get(key)
-    if xp is not None:
-        if _TRACING[0] and _tracing.TRACE.get() is not None:  # (inside xg.jit: every call is recorded)
-            return _tracing.tracing_namespace(xp)
-        return xp
-    xp = _backend_namespace(xs, key, func)
-    if _TRACING[0] and type(xp) is not _tracing.TracingNamespace and _tracing.TRACE.get() is not None:
-        return _tracing.tracing_namespace(xp)
-    return xp
+    if xp is None:
+        xp = _backend_namespace(xs, key, func)
+    # (inside xg.jit every call is recorded: one test of a counter when no trace runs)
+    return _recording(xp) if _TRACING[0] else xp
 
 
 _TRACING = _tracing.ACTIVE  # [number of xg.jit traces running, in any thread]: 0 costs eager code one test
+_recording = _tracing.recording
 
 
 def _backend_namespace(xs: tuple[Any, ...], key: tuple[type, ...], func: str) -> ModuleType:
@@ -196,8 +193,6 @@ def _backend_namespace(xs: tuple[Any, ...], key: tuple[type, ...], func: str) ->
         if xs and func != "array_namespace" and all(x is None for x in xs):  # sum(None): no array at all
             msg = f"{func}: expected an array, a Tensor or a Python scalar, got None"
             raise XpgradTypeError(msg)
-        if _tracing.TRACE.get() is not None:  # (inside xg.jit: what is made from nothing is recorded)
-            return _tracing.tracing_namespace(_default_namespace())
         return _default_namespace()  # depends on the policy: never cached
     xp = _resolve(arrays, func)
     if type(xp) is _tracing.TracingNamespace:  # (depends on the witnesses, not on the types)

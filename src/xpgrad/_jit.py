@@ -199,7 +199,8 @@ def _is_integer(v: Any) -> bool:
 def _number_kind(like: Any, v: Any) -> tuple[Any, Any, Any]:
     """(namespace, dtype, device) of the 0-d array a state number (Python or 0-d array) is traced as:
     int64 or float64 where the library has them (JAX without x64 gives its 32-bit default)."""
-    xp = _tracing.backend_of(backend_namespace(like))
+    xp = backend_namespace(like)
+    xp = _tracing.base_namespace(xp) or xp
     return xp, (xp.int64 if _is_integer(v) else xp.float64), array_api_compat.device(like)
 
 

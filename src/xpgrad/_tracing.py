@@ -38,8 +38,8 @@ import numpy as np
 
 from ._exceptions import ConcretizationError, XpgradTypeError
 
-__all__ = ["TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "backend_of", "base_namespace", "current_trace", "is_tracer",
-           "namespace_of", "recorded"]
+__all__ = ["ACTIVE", "TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "is_tracer",
+           "namespace_of", "recorded", "recording", "untraced_write"]
 
 # the trace this context records into: every backend call made while it is set is recorded,
 # those on constants (arrays made inside, captured by closures) too
@@ -47,11 +47,6 @@ TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit
 ACTIVE = [0]  # how many traces run now, in any thread (eager code tests this before the ContextVar)
 
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep  # .../xpgrad/
-
-
-def current_trace() -> Trace | None:
-    """The trace being recorded in this context, or None."""
-    return TRACE.get()
 
 
 class Instruction:
@@ -101,7 +96,7 @@ class Trace:
     def new(self, w: Any, xp: Any, op: str) -> Tracer:
         i = len(self.witness)
         self.witness.append(w)
-        self.namespace.append(backend_of(xp))
+        self.namespace.append(base_namespace(xp) or xp)
         return Tracer(w, self, i, op)
 
     def input(self, w: Any, xp: Any, what: str) -> Tracer:
@@ -110,19 +105,21 @@ class Trace:
         return t
 
     # ------------------------------------------------------------------ recording
-    def call(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], xp: Any) -> Any:
-        """Run ``fn`` on the witnesses and record it; return the result with tracers for arrays."""
+    def call(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], xp: Any,
+             ts: list[Tracer] | None = None) -> Any:
+        """Run ``fn`` on the witnesses and record it; return the result with tracers for arrays.
+        ``ts``: the tracers among the arguments, where the caller has collected them already."""
         wargs = _unwrap(args, self)
         wkw = {k: _unwrap(v, self) for k, v in kwargs.items()} if kwargs else kwargs
         out = fn(*wargs, **wkw)
-        return self.record(fn, name, args, kwargs, out, xp, wargs)
+        return self.record(fn, name, args, kwargs, out, xp, _tracers_in((args, kwargs)) if ts is None else ts)
 
     def record(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, xp: Any,
-               wargs: Any = ()) -> Any:
-        """Record ``fn(*args, **kwargs)`` whose witness result is ``out``; return the traced result."""
+               ts: list[Tracer]) -> Any:
+        """Record ``fn(*args, **kwargs)`` (its tracers ``ts``) whose witness result is ``out``; return the traced result."""
         # a result that is an argument's own witness (an update in place, out=, asarray(x)):
         # the same tracer, and the call is kept for its effect
-        for a in _tracers_in((args, kwargs)):
+        for a in ts:
             # (not a NumPy scalar: immutable, and np.True_/np.False_ are singletons that any
             # boolean function of 0-d arrays may return; a new value of the program)
             if a._w is out and not isinstance(out, np.generic):
@@ -172,11 +169,6 @@ class _Meta:
         self.shape = tuple(w.shape)
         self.dtype = w.dtype
         self.device = array_api_compat.device(w) if not isinstance(w, _Meta) else w.device
-
-
-def backend_of(xp: Any) -> Any:
-    """The backend namespace under a tracing one (any other namespace as it is)."""
-    return xp.__dict__["_base"] if type(xp) is TracingNamespace else xp
 
 
 def _namespace_for(w: Any, xp: Any) -> Any:
@@ -306,7 +298,7 @@ def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
             raise _concrete(ts[0], f"{name}()", shape=True)
         if is_repeat and len(args) > 1 and type(args[1]) is Tracer:
             raise _concrete(args[1], "repeat() by an array of repeats", shape=True)
-        return tr.call(fn, qual, args, kwargs, ns)
+        return tr.call(fn, qual, args, kwargs, ns, ts)
 
     record.__name__ = name
     record.__qualname__ = qual
@@ -342,6 +334,26 @@ def namespace_of(arrays: list[Any]) -> Any:
 def base_namespace(ns: Any) -> Any:
     """The backend namespace under a tracing namespace, or None when ``ns`` is no tracing namespace."""
     return ns.__dict__["_base"] if type(ns) is TracingNamespace else None
+
+
+def recording(xp: Any) -> Any:
+    """``xp``, or its tracing namespace while a trace records in this context: inside xg.jit
+    every backend call is recorded, calls on constants and arrays made from nothing too
+    (``_dispatch.backend_namespace`` and the creation functions ask here)."""
+    if ACTIVE[0] and type(xp) is not TracingNamespace and TRACE.get() is not None:
+        return tracing_namespace(xp)
+    return xp
+
+
+def untraced_write(func: str, shape: tuple[Any, ...], what: str) -> ConcretizationError:
+    """The error for a traced value reaching a Tensor that xg.jit does not trace (``what``: a
+    gradient, a write): the update would be lost when the program is replayed."""
+    msg = (
+        f"{func}: inside xg.jit, {what} a Tensor {shape} that is not an argument of the jitted function "
+        "(a Module, optimizer or Tensor captured by a closure?): the program would not update it when it is "
+        "replayed; pass them as arguments of the jitted function"
+    )
+    return ConcretizationError(msg)
 
 
 def recorded(fn: Any, qual: str, ns: TracingNamespace) -> Any:

@@ -57,7 +57,7 @@ from ._dtypes import DType, dtype_name, kind
 from ._dtypes import dtype as _xp_dtype
 from ._exceptions import XpgradTypeError, XpgradValueError
 from ._policy import DevicePolicy, current_policy, set_generator_factory
-from ._tracing import TRACE, backend_of
+from ._tracing import TRACE, base_namespace
 from .autograd._tensor import Tensor, _to_numpy
 from .ops import indexing as _indexing
 from .ops import manipulation as _manipulation
@@ -211,7 +211,7 @@ class Generator:
         if trace is None:
             return Tensor(self._draw_raw(draw, name, xp, dev))
         # inside xg.jit: the draw is a call of the program, made again (with new numbers) by each replay
-        base = backend_of(xp)
+        base = base_namespace(xp) or xp
         return Tensor(trace.draw(functools.partial(self._draw_raw, draw, name, base, dev), "random.draw", base))
 
     def _draw_raw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:

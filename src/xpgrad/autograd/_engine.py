@@ -35,7 +35,6 @@ from .._backends import _device_text
 from .._dispatch import backend_namespace, check_devices, check_known_shapes
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import (
-    ConcretizationError,
     DeviceMismatchError,
     GraphFreedError,
     InPlaceModificationError,
@@ -828,12 +827,8 @@ def _check_traced_leaves(st: _Pass) -> None:
         leaf = st.leaves[key]
         data = g.data if isinstance(g, Tensor) else g
         if type(data) is _tracing.Tracer and type(leaf.data) is not _tracing.Tracer:
-            msg = (
-                f"backward: inside xg.jit, a gradient flows into a Tensor {tuple(leaf.shape)} that is not an argument of "
-                "the jitted function (a Module, optimizer or parameter captured by a closure?): its .grad and any update "
-                "of it would be lost when the program is replayed; pass them as arguments of the jitted function"
-            )
-            raise ConcretizationError(msg)
+            err = _tracing.untraced_write("backward", tuple(leaf.shape), "a gradient flows into")
+            raise err
 
 
 def _give(leaf: Tensor, g: Any, fresh: bool, create_graph: bool) -> None:

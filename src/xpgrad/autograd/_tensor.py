@@ -19,8 +19,9 @@ from .._backends import resolve_device
 from .._dispatch import backend_namespace, set_tensor_type, tensor_namespace
 from .._dlpack import dlpack_kwargs
 from .._dtypes import DTYPES, dtype_name, fast_name, is_float, kind
-from .._exceptions import ConcretizationError, InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .._tracing import Tracer as _Tracer
+from .._tracing import untraced_write as _untraced_write
 from . import _core
 from ._alias import may_alias
 from ._core import PRIMITIVES, apply, apply1, apply2
@@ -676,7 +677,8 @@ class Tensor:
             # forward mode: the result's tangent, from the out-of-place primitive
             fw = (_op("setitem", self, other, key=key) if name == "setitem" else _op(name, self, other))._fw
         if type(o) is _Tracer and type(self.data) is not _Tracer:
-            raise _not_an_argument(self, name)
+            err = _untraced_write(_INPLACE_NAMES.get(name, name), tuple(self.shape), "a traced value is written into")
+            raise err
         if name == "setitem":
             if isinstance(other, Tensor) and o.dtype != self.data.dtype:
                 # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
@@ -1179,12 +1181,3 @@ def _copied_version(version: list[int], data: Any, memo: dict[Any, Any]) -> list
     entry[1].append((data, counter))
     return counter
 
-
-def _not_an_argument(t: Tensor, name: str) -> ConcretizationError:
-    """A traced value written into a Tensor that xg.jit does not trace: its update would be lost at replay."""
-    msg = (
-        f"{name} (in place): a value traced by xg.jit is written into a Tensor {tuple(t.shape)} that is not an argument of the "
-        "jitted function (a Module, optimizer or Tensor captured by a closure?): the program would not update it "
-        "when it is replayed; pass them as arguments of the jitted function"
-    )
-    return ConcretizationError(msg)

@@ -23,7 +23,7 @@ from .._dispatch import _raw, backend_namespace
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
 from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
-from .._tracing import TRACE, tracing_namespace
+from .._tracing import recording
 from ..autograd._batched import Batched, from_phys
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
@@ -86,9 +86,7 @@ def _device_namespace(xp: ModuleType, device: Any) -> ModuleType:
 def _where(device: Any, func: str) -> tuple[DevicePolicy, ModuleType, Any]:
     """(policy, namespace, backend device) for a function without input arrays."""
     p, xp, dev = _where_eager(device, func)
-    if TRACE.get() is not None:  # (inside xg.jit: an array made from nothing is a value of the program)
-        xp = tracing_namespace(xp)
-    return p, xp, dev
+    return p, recording(xp), dev  # (inside xg.jit an array made from nothing is a value of the program)
 
 
 def _where_eager(device: Any, func: str) -> tuple[DevicePolicy, ModuleType, Any]:

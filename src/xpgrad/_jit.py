@@ -68,18 +68,39 @@ class CacheInfo(NamedTuple):
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 
 
+_KEYFN: dict[type, Any] = {}  # type -> its arrays' signature function, or False (no raw array type)
+
+
 def _array_key(a: Any) -> Any:
+    """The signature of a raw array: its type, shape, dtype and device (NumPy: its strides,
+    which decide which results are views); None for anything else."""
+    fn = _KEYFN.get(type(a))
+    if fn is None:
+        fn = _KEYFN[type(a)] = _key_function(a)
+    return fn(a) if fn else None
+
+
+def _key_function(a: Any) -> Any:
     t = type(a)
+    if t is Tracer or not _is_raw_array(a):
+        return False
     if t is np.ndarray:
-        return (t, a.shape, a.dtype, a.strides)
-    if t is Tracer:  # (jit inside jit: the inner one is inlined before this)
-        return (t, a.shape, a.dtype)
-    dev = array_api_compat.device(a)
-    try:
-        hash(dev)
-    except TypeError:
-        dev = str(dev)
-    return (t, tuple(a.shape), a.dtype, dev)
+        return lambda a: (t, a.shape, a.dtype, a.strides)
+    mod = t.__module__.split(".")[0]
+    if mod == "torch" and t.__name__ == "Tensor":
+        return lambda a: (t, a.shape, a.dtype, a.device, a.requires_grad)
+    if mod in ("jax", "jaxlib") and "Tracer" not in t.__name__:
+        return lambda a: (t, a.shape, a.dtype, a.sharding)
+
+    def key(a: Any) -> Any:
+        dev = array_api_compat.device(a)
+        try:
+            hash(dev)
+        except TypeError:
+            dev = str(dev)
+        return (t, tuple(a.shape), a.dtype, dev)
+
+    return key
 
 
 def _is_raw_array(x: Any) -> bool:
@@ -118,8 +139,9 @@ class _Flat:
 def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     """Append ``obj``'s signature to ``flat.key``; return its template (leaves replaced by markers)."""
     key = flat.key
-    if type(obj) is np.ndarray:  # (the common leaf first: what _is_raw_array and _array_key say of it)
-        key.append((np.ndarray, obj.shape, obj.dtype, obj.strides))
+    k = _array_key(obj)
+    if k is not None:  # (a raw array: the common leaf first)
+        key.append(k)
         flat.leaves.append(obj)
         return _Leaf(len(flat.leaves) - 1)
     if isinstance(obj, Tensor):
@@ -144,12 +166,8 @@ def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     if isinstance(obj, _SCALARS):
         key.append((t, obj))
         return obj
-    if _is_raw_array(obj):
-        if type(obj) is Tracer:
-            raise _Eager
-        key.append(_array_key(obj))
-        flat.leaves.append(obj)
-        return _Leaf(len(flat.leaves) - 1)
+    if type(obj) is Tracer:  # (a raw traced array: jit called inside a trace, inlined before this)
+        raise _Eager
     jit_state = getattr(obj, "_jit_state", None)
     if jit_state is not None:
         flat.objects.append(obj)
@@ -408,7 +426,6 @@ class _Entry:
     grad_outputs: list[int]  # outputs that required grad when traced
     simple: bool  # only raw arrays in and out: nothing to write back, no node to record
     key: Any  # its key in the cache
-    n_leaves: int
     rebind: list[tuple[tuple[int, int], int]]  # ((tensors 0 / gradients 1, index), output) for rebound data
     new_grads: list[tuple[int, Any]]  # (tensor index, output or None) for a .grad the call set
     number_cells: list[tuple[int, int]]  # (number cell, output) for the numbers the call changes
@@ -506,33 +523,34 @@ class Jitted:
         cells = _Cells(flat)
         p = current_policy()
         key = (tuple(flat.key), cells.key(), id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
-        with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None:
-                self._cache.move_to_end(key)
-                self._hits += 1
+        res: tuple[Any, ...] | None = None
+        entry = self._lookup(key)
         if entry is None:
             # one trace per signature: a thread that finds another tracing it waits, then replays
             with self._lock:
                 lock = self._tracing.setdefault(key, threading.Lock())
             with lock:
-                with self._lock:
-                    entry = self._cache.get(key)
-                    if entry is not None:
-                        self._hits += 1
+                entry = self._lookup(key)
                 if entry is None:
                     entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
-                else:
-                    res = _replay(entry, flat, cells)
             with self._lock:
                 self._tracing.pop(key, None)
-        else:
+        if res is None:
             res = _replay(entry, flat, cells)
-        if fk is not None and entry.simple and not entry.donated and entry.n_leaves == len(args):
+        if fk is not None and entry.simple and not entry.donated:
             if len(self._fast) >= self.cache_size:
                 self._fast.clear()
             self._fast[fk] = entry
         return self._results(entry, res, cells, args, kwargs)
+
+    def _lookup(self, key: Any) -> _Entry | None:
+        """The cached entry of a signature (counted as a hit, made the most recently used), or None."""
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+            return entry
 
     def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any) -> Any:
         """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is jitted."""
@@ -555,9 +573,8 @@ class Jitted:
               v1 = numpy.sin(a0:float64[3])    # frees a0...
               ...
         """
-        copies = _copy_args(args), {k: _copy_args(v) for k, v in kwargs.items()}
         try:
-            flat, targs, tkw = self._split(*copies)
+            flat, targs, tkw = self._split(args, kwargs)
         except _Eager:
             msg = f"jit({self._name}).trace: cannot trace inside vmap or forward mode"
             raise XpgradValueError(msg) from None
@@ -647,23 +664,18 @@ class Jitted:
             kw = _rebuild(tkw, leaf_tracers)
             out = self.f(*args, **kw)
             outputs: list[Any] = []
-            out_tmpl = _out_template(out, outputs, flat.tensors, self._name)
+            out_tmpl = _out_template(out, outputs, flat.tensors)
             # what the call changed: rebound Tensor data, new gradients, state numbers
-            rebind: list[tuple[Tensor, int]] = []
-            for t, tr in zip(cells.tensors, tensor_in):
-                if t.data is not tr:
-                    rebind.append((t, _slot(t.data, outputs, f"{self._name}: a Tensor argument's new value")))
-            for g, tr in zip(cells.grad_tensors, grad_in):
-                if g.data is not tr:
-                    rebind.append((g, _slot(g.data, outputs, f"{self._name}: a gradient")))
+            rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, tensor_in),
+                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins)) if t.data is not tr]
             new_grads: list[tuple[int, Any]] = []
             for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
                 gnew = t.grad
                 if gnew is not g0:
-                    new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs, f"{self._name}: a gradient")))
+                    new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
             # (a number the call left alone, the learning rate, is no output: it stays the user's)
             written = {x.writes for x in trace.instructions if x.writes is not None}
-            numbers = [(k, _slot(d[name], outputs, f"{self._name}: optimizer state")) for k, (d, name, _) in
+            numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
             kept = {k for k, _ in numbers}
         finally:
@@ -690,8 +702,7 @@ class Jitted:
         program = Program(trace, outputs, donated, self._name, reuse)
         entry.program = program
         entry.out_tmpl = out_tmpl
-        entry.n_leaves = len(flat.leaves)
-        entry.rebind = [(cells_index(cells, t), s) for t, s in rebind]
+        entry.rebind = rebind
         entry.new_grads = new_grads
         entry.number_cells = numbers
         entry.number_kinds = number_kinds
@@ -718,16 +729,9 @@ class Jitted:
         return entry, result
 
 
-def cells_index(cells: _Cells, t: Tensor) -> tuple[int, int]:
-    """(0, i) for the i-th Tensor of the call, (1, i) for the i-th gradient (``t`` is one of them)."""
-    for i, x in enumerate(cells.tensors):
-        if x is t:
-            return (0, i)
-    return (1, next(i for i, x in enumerate(cells.grad_tensors) if x is t))
-
-
-def _slot(v: Any, outputs: list[Any], what: str) -> int:
-    outputs.append(v._i if type(v) is Tracer else ("const", v))  # (a constant: made with no traced input)
+def _slot(v: Any, outputs: list[Any]) -> int:
+    """Add ``v`` (a traced value, or a constant: made with no traced input) to the outputs; its position."""
+    outputs.append(v._i if type(v) is Tracer else ("const", v))
     return len(outputs) - 1
 
 
@@ -750,49 +754,35 @@ def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) 
     return found
 
 
-def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor], name: str) -> Any:
+def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:
     if isinstance(out, Tensor):
         if id(out) in tensors:
             return ("same", out)
-        return ("tensor", _slot(out.data, outputs, name), out._requires_grad)
+        return ("tensor", _slot(out.data, outputs), out._requires_grad)
     if type(out) is Tracer:
-        return ("raw", _slot(out, outputs, name))
+        return ("raw", _slot(out, outputs))
     t = type(out)
     if t is tuple or t is list:
-        return (t, [_out_template(o, outputs, tensors, name) for o in out])
+        return (t, [_out_template(o, outputs, tensors) for o in out])
     if t is dict:
-        return (dict, {k: _out_template(v, outputs, tensors, name) for k, v in out.items()})
+        return (dict, {k: _out_template(v, outputs, tensors) for k, v in out.items()})
     if isinstance(out, tuple) and hasattr(out, "_fields"):
-        return (t, [_out_template(o, outputs, tensors, name) for o in out])
+        return (t, [_out_template(o, outputs, tensors) for o in out])
     return ("const", out)
 
 
 _NOTHING: dict[int, Tensor] = {}
-_KEYFN: dict[type, Any] = {}
 
 
 def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """The signature of raw-array arguments of a known library, or None (the general path)."""
+    """The signature of arguments that are all raw arrays (their :func:`_array_key`), or None."""
     ks = []
     for a in args:
-        fn = _KEYFN.get(type(a))
-        if fn is None:
-            fn = _KEYFN[type(a)] = _key_function(type(a))
-        if fn is False:
+        k = _array_key(a)
+        if k is None:
             return None
-        ks.append(fn(a))
+        ks.append(k)
     return tuple(ks)
-
-
-def _key_function(t: type) -> Any:
-    if t is np.ndarray:
-        return lambda a: (t, a.shape, a.dtype, a.strides)
-    mod = t.__module__.split(".")[0]
-    if mod == "torch" and t.__name__ == "Tensor":
-        return lambda a: (t, a.shape, a.dtype, a.device, a.requires_grad)
-    if mod in ("jax", "jaxlib") and "Tracer" not in t.__name__:
-        return lambda a: (t, a.shape, a.dtype, a.sharding)
-    return False
 
 
 def _build_out(tmpl: Any, res: tuple[Any, ...], made: dict[int, Tensor]) -> Any:
@@ -909,23 +899,19 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
             ins[k] = a.copy() if type(a) is np.ndarray else backend_namespace(a).asarray(a, copy=True)
     res = entry.run(*ins)
     for (kind, i), s in entry.rebind:
-        (cells.tensors if kind == 0 else cells.grad_tensors)[i].data = _val(res, entry, s)
+        (cells.tensors if kind == 0 else cells.grad_tensors)[i].data = res[s]
     for i, s in entry.new_grads:
         t = cells.tensors[i]
-        t.grad = None if s is None else Tensor(_val(res, entry, s))
+        t.grad = None if s is None else Tensor(res[s])
     for i, s in entry.number_cells:
         d, n, _ = cells.numbers[i]
-        d[n] = _val(res, entry, s)
+        d[n] = res[s]
     for i, b in entry.bumps:
         cells.tensors[i]._version[0] += b
     for o, c in zip(flat.objects, entry.counts):
         if c:
             o._jit_replayed(c)
     return res
-
-
-def _val(res: tuple[Any, ...], entry: _Entry, s: int) -> Any:
-    return res[s]
 
 
 
@@ -939,23 +925,11 @@ def _backend_runner(program: Program, trace: Trace, compile: str | None, donated
 
         pos = [k for k, s in enumerate(trace.inputs) if s in donated]
         return jax.jit(fn, donate_argnums=tuple(pos))  # type: ignore[no-any-return]
-    if compile == "torch":
-        if libs != {"torch"}:
-            msg = f"jit(compile='torch'): the arguments are {sorted(libs)} arrays, not torch's"
-            raise XpgradValueError(msg)
+    if compile == "torch":  # (jit() checked the option, the call that its arrays are torch's)
         import torch
 
         return torch.compile(fn, dynamic=False)  # type: ignore[no-any-return]
-    if compile is not None:
-        msg = f"jit: compile must be None or 'torch', got {compile!r}"
-        raise XpgradValueError(msg)
     return fn
-
-
-def _copy_args(x: Any) -> Any:
-    if isinstance(x, Tensor) or not _is_raw_array(x):
-        return x
-    return x  # (raw arrays: trace() runs f on them, but nothing is written into an argument by f unless it does so itself)
 
 
 def _snapshot(cells: _Cells) -> Any:

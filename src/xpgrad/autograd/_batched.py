@@ -28,16 +28,18 @@ tape's values stay as they are.
 from __future__ import annotations
 
 import contextvars
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._dispatch import tensor_namespace
 from .._dtypes import kind
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from . import _core
 from ._core import PRIMITIVES, Primitive, apply
 from ._grad_mode import graph_namespace
-from ._tensor import Tensor, _batches_self, _wrap
+from ._tensor import _SUPPORTED_API_VERSIONS, Tensor, _batches_self, _wrap
 
 __all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
 
@@ -169,6 +171,25 @@ class Batched(Tensor):
     @property
     def ndim(self) -> int:
         return self._inner.ndim - len(self._levels)
+
+    @property
+    def size(self) -> int | None:
+        """Number of elements of one example, None when a size is unknown."""
+        s = self.shape
+        if any(d is None for d in s):
+            return None
+        return math.prod(s)  # type: ignore[arg-type]
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        """The xpgrad namespace bound to the library and device of the batch, as for any Tensor.
+
+        This is how array-API code (SciPy, scikit-learn, array-api-extra) finds its
+        namespace; the namespace's functions then go through the batching rules.
+        """
+        if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
+            msg = f"__array_namespace__: unsupported api_version {api_version!r}; supported: {_SUPPORTED_API_VERSIONS}"
+            raise XpgradValueError(msg)
+        return tensor_namespace(self._inner.data)
 
     @property
     def requires_grad(self) -> bool:

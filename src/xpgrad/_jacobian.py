@@ -20,7 +20,7 @@ from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
 from .autograd._batched import ConcretizationError
 from .autograd._tensor import Tensor, _wrap
-from .functional import _jvp, _leaves, _ns, _unflatten, _vjp, _zeros_like_any
+from .functional import _as_tensor, _jvp, _leaves, _ns, _tree_map, _unflatten, _vjp, _zeros_like_any
 from .ops._common import is_complex
 
 __all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
@@ -86,9 +86,12 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments"
                 raise XpgradValueError(msg)
         idx = [n % len(args) for n in nums]
+        # the arguments not differentiated: raw arrays become constant Tensors, as under grad
+        # (code that takes its namespace from them then records on the differentiated ones)
+        const = [a if k in idx else _tree_map(_as_tensor, a) for k, a in enumerate(args)]
 
         def g(*diff: Any) -> Any:
-            full = list(args)
+            full = list(const)
             for i, d in zip(idx, diff):
                 full[i] = d
             return f(*full, **kwargs)

@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import contextvars
 import math
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._dispatch import tensor_namespace
 from .._dtypes import kind
+from .._exceptions import ConcretizationError as _ConcretizationError
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from .._tracing import _user_line
 from . import _core
 from ._core import PRIMITIVES, Primitive, apply
 from ._grad_mode import graph_namespace
@@ -122,15 +125,20 @@ class use_stack:  # noqa: N801 - used like a function
             _core._vmap_open -= 1
 
 
-class ConcretizationError(XpgradTypeError):
-    """A batched value inside vmap was converted to a Python value (it has none)."""
+class ConcretizationError(_ConcretizationError):
+    """A batched value inside vmap was converted to a Python value (it has none).
+
+    A :class:`xpgrad.ConcretizationError`, as jit's: code that catches one catches both.
+    """
 
 
 def _concrete(what: str) -> XpgradTypeError:
+    # (the user's line; "through xpgrad's autograd._batched._concrete" would only name this function)
+    line = re.sub(r", through xpgrad's autograd\._batched\.\w+", "", _user_line())
     return ConcretizationError(
         f"{what}: this value is batched by vmap (it stands for one example of a batch, and differs "
-        "from example to example), so it has no single Python value; keep the computation in "
-        "array functions (xg.where instead of if), or pass the value with in_axes=None"
+        f"from example to example), so it has no single Python value, at {line}; keep the "
+        "computation in array functions (xg.where instead of if), or pass the value with in_axes=None"
     )
 
 

@@ -311,6 +311,12 @@ class Batched(Tensor):
     def __repr__(self) -> str:
         return f"Batched(shape={self.shape}, dtype={self.dtype}, batch={tuple(lv.size for lv in self._levels)})"
 
+    __str__ = __repr__  # (Tensor's __str__ is Tensor's __repr__, which prints the values)
+
+    def __dlpack_device__(self) -> Any:
+        """The DLPack device of the batch's physical array (where every example lives)."""
+        return self._inner.__dlpack_device__()
+
     # ------------------------------------------------------------------ indexing and in place
     def __getitem__(self, key: Any) -> Tensor:
         return getitem(self, key)

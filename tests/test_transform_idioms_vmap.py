@@ -113,6 +113,8 @@ def test_a_batched_value_answers_what_a_tensor_answers(backend: Any) -> None:
         seen["attrs"] = (b.dtype, tuple(b.shape), b.ndim, b.size, array_api_compat.size(b), len(b),
                          tuple(b.mT.shape), tuple(b.T.shape))
         seen["str"] = (str(b), repr(b))
+        seen["dtypes"] = (xg.result_type(b, 1.0), xg.result_type(b, b), xg.can_cast(b, xg.complex128),
+                          seen["ns"].result_type(b, xg.float32))
         return (b.sum() + b.mean() + b.reshape((-1,)).sum() + b.reshape(15).sum() + (b.mT @ b).sum()
                 + b.T.sum() + b.to_device(b.device).sum() + seen["ns"].sum(seen["ns"].abs(b), axis=0)[1])
 
@@ -123,6 +125,7 @@ def test_a_batched_value_answers_what_a_tensor_answers(backend: Any) -> None:
     assert seen["is_array"] is True
     assert seen["attrs"] == (t.dtype, (3, 5), 2, 15, 15, 3, (5, 3), (5, 3))
     assert all("Batched(shape=(3, 5)" in s for s in seen["str"])
+    assert seen["dtypes"] == (xg.float64, xg.float64, True, xg.float64)
     want = [_np(g(xg.asarray(_ex(xs, i)))) for i in range(4)]
     _close(got, np.stack(want))
 

@@ -120,12 +120,13 @@ def _namespace(args: tuple[Any, ...], func: str) -> tuple[ModuleType, list[Any]]
     """The namespace of the array arguments (else the policy's) and the arguments in it:
     arrays unwrapped, dtypes as that namespace's dtype objects, scalars as they are."""
     # (a batched value's physical array has its library and dtype: all a query needs)
-    arrays = [_raw(a) if isinstance(a, Tensor) else a for a in args if isinstance(a, Tensor) or _is_array(a)]
+    arrays = [(a.data if type(a) is Tensor else _raw(a)) if isinstance(a, Tensor) else a
+              for a in args if isinstance(a, Tensor) or _is_array(a)]
     xp = backend_namespace(*arrays, func=func) if arrays else current_policy().xp
     out = []
     for a in args:
         if isinstance(a, Tensor):
-            out.append(_raw(a))
+            out.append(a.data if type(a) is Tensor else _raw(a))
         elif _is_array(a) or isinstance(a, (bool, int, float, complex)):
             out.append(a)
         else:

@@ -196,6 +196,27 @@ def test_hessian(backend: Any) -> None:
         _close(xg.hessian(f)(*args), _hessian_ref(one, args[0]), f"hessian({name})")
 
 
+def test_jacobians_return_the_type_of_their_arguments_as_grad_does(backend: Any) -> None:
+    """A Tensor argument gets Tensor blocks, a raw array the backend's arrays, leaf by leaf."""
+    w, x = backend.asarray(W), _ex(backend.asarray(XS), 1)
+    tw = xg.asarray(w)
+
+    def h(w: Any, x: Any) -> Any:
+        return array_api_compat.array_namespace(w, x).tanh(x @ w)
+
+    want = _np(xg.jacrev(h)(w, x))
+    for name, jac in [("jacrev", xg.jacrev), ("jacfwd", xg.jacfwd)]:
+        got = jac(h)(tw, x)
+        assert isinstance(got, xg.Tensor), f"{name} of a Tensor gave {type(got).__name__}"
+        np.testing.assert_allclose(_np(got), want, rtol=1e-12, err_msg=name)
+        both = jac(h, argnums=(0, 1))(tw, x)
+        assert isinstance(both[0], xg.Tensor) and not isinstance(both[1], xg.Tensor), name
+    g = xg.grad(lambda v, x: xg.sum(h(v, x)))(tw, x)
+    hs = xg.hessian(lambda v, x: xg.sum(h(v, x)))(tw, x)
+    assert isinstance(g, xg.Tensor) and isinstance(hs, xg.Tensor)
+    _close(xg.hessian(lambda v, x: xg.sum(h(v, x)))(w, x), _np(hs))
+
+
 def test_jacobian_of_a_vector_function_with_xp_from_data(backend: Any) -> None:
     """A non-scalar output: jacrev (a batched backward pass) and jacfwd, row by row against grad."""
     w, x = backend.asarray(W), _ex(backend.asarray(XS), 3)
@@ -369,6 +390,31 @@ def _scipy_main(backend_name: str) -> dict[str, str]:
         "jacobian_fwd_softmax": lambda: _close(xg.jacobian(sps.softmax, mode="fwd")(v), jac_softmax),
         "vmap_softmax": lambda: _close(xg.vmap(sps.softmax)(xs), np.stack([softmax_ref(XS0[i]) for i in range(4)])),
     }
+    # more of SciPy's array-API code, on positive examples: vmap, vmap(grad) and jacfwd against
+    # the same function called example by example (its value, and its gradient under grad)
+    import scipy.stats as st
+
+    pos = b.asarray(np.abs(XS0) + 0.5)
+    more: dict[str, Callable[[Any], Any]] = {
+        "log_softmax": sps.log_softmax, "erf": sps.erf, "gammaln": sps.gammaln,
+        "zscore": st.zscore, "skew": st.skew, "entropy": st.entropy,
+    }
+
+    def per_example(f: Callable[[Any], Any]) -> None:
+        rows = [xg.asarray(pos[i, ...]) for i in range(4)]  # (SciPy on raw device1 arrays goes through NumPy)
+        _close(xg.vmap(f)(pos), np.stack([_np(f(r)) for r in rows]), "vmap")
+
+        def s(v: Any) -> Any:
+            return array_api_compat.array_namespace(v).sum(f(v) ** 2)
+
+        _close(xg.vmap(xg.grad(s))(pos), np.stack([_np(xg.grad(s)(r)) for r in rows]), "vmap(grad)")
+        out = _np(f(rows[0]))
+        want = (np.stack([_np(xg.grad(lambda v, k=k: array_api_compat.array_namespace(v).reshape(f(v), (-1,))[k])(rows[0]))
+                          for k in range(out.size)]).reshape((*out.shape, 5)))
+        _close(xg.jacfwd(f)(rows[0]), want, "jacfwd")
+
+    for fname, f in more.items():
+        checks[f"more_{fname}"] = functools.partial(per_example, f)
     if backend_name == "jax":  # the same SciPy code under JAX's own transforms
         import jax
 

@@ -18,9 +18,9 @@ import array_api_compat
 from ._dispatch import backend_namespace, raw_array
 from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
-from .autograd._batched import ConcretizationError
+from .autograd._batched import STACK, ConcretizationError
 from .autograd._tensor import Tensor, _wrap
-from .functional import _as_tensor, _jvp, _leaves, _ns, _tree_map, _unflatten, _vjp, _zeros_like_any
+from .functional import _DEPTH, _as_tensor, _jvp, _leaves, _ns, _tree_map, _unflatten, _vjp, _zeros_like_any
 from .ops._common import is_complex
 
 __all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
@@ -86,6 +86,7 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments"
                 raise XpgradValueError(msg)
         idx = [n % len(args) for n in nums]
+        top = _DEPTH.get() == 0 and not STACK.get()  # (inside a transform, results stay Tensors)
         # the arguments not differentiated: raw arrays become constant Tensors, as under grad
         # (code that takes its namespace from them then records on the differentiated ones)
         const = [a if k in idx else _tree_map(_as_tensor, a) for k, a in enumerate(args)]
@@ -111,6 +112,9 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
                 "single Python value: keep the computation in array functions"
             )
             raise CutGraphError(msg) from e
+        if top:  # as grad: a Tensor argument gets Tensor blocks, a raw array raw ones
+            in_leaves = _leaves(diff_args)
+            blocks = [[_like_input(x, blk) for x, blk in zip(in_leaves, blks)] for blks in blocks]
         rows = []
         for oi in range(len(blocks)):
             row = list(blocks[oi])
@@ -164,6 +168,14 @@ def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bo
     """
     inner = _jacobian(f, argnums, "rev", has_aux, holomorphic, "hessian")
     return _jacobian(inner, argnums, "fwd", has_aux, holomorphic, "hessian", chunk_size)
+
+
+def _like_input(x: Any, blk: Any) -> Any:
+    """Jacobian block ``blk`` of input leaf ``x`` at top level: a Tensor for a Tensor input, the
+    backend array for a raw one (as :func:`xpgrad.grad` returns gradients)."""
+    if isinstance(x, Tensor):
+        return blk if isinstance(blk, Tensor) else _wrap(blk)
+    return blk.data if type(blk) is Tensor else blk
 
 
 def _size(x: Any) -> int:

@@ -336,7 +336,9 @@ class Program:
             if into is not None:
                 args.append(f"out={self._name(into)}")
             call = f"{fname}({', '.join(args)})"
-            if not ins.outs:
+            if _tracing.rebinds(ins):  # (a functional update: the variable takes the new array)
+                lines.append(f"    {self._name(ins.writes)} = {call}")  # type: ignore[arg-type]
+            elif not ins.outs:
                 lines.append(f"    {call}")
             elif ins.unpack:
                 lines.append(f"    {', '.join(self._name(o) for o in ins.outs)}, = {call}")
@@ -381,7 +383,9 @@ class Program:
             if into is not None:
                 args.append(f"out={self._name(into)}")
             call = f"{ins.name}({', '.join(args)})"
-            if ins.writes is not None:
+            if ins.writes is not None and _tracing.rebinds(ins):
+                out.append(f"  {self._name(ins.writes)} = {call}    # a functional update of {self._name(ins.writes)}")
+            elif ins.writes is not None:
                 out.append(f"  {call}    # updates {self._name(ins.writes)} in place")
             else:
                 lhs = ", ".join(self._name(o) for o in ins.outs)

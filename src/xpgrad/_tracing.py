@@ -39,7 +39,7 @@ import numpy as np
 from ._exceptions import ConcretizationError, XpgradTypeError
 
 __all__ = ["ACTIVE", "TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "is_tracer",
-           "namespace_of", "recorded", "recording", "untraced_write"]
+           "namespace_of", "rebinds", "recorded", "recording", "untraced_write"]
 
 # the trace this context records into: every backend call made while it is set is recorded,
 # those on constants (arrays made inside, captured by closures) too
@@ -643,8 +643,45 @@ class Tracer:
     def __setitem__(self, key: Any, value: Any) -> None:
         wkey = _unwrap(key, self._t)
         wval = _unwrap(value, self._t)
-        self._w[wkey] = wval  # (raises as the witness's library does: JAX's arrays are immutable)
+        w = self._w
+        try:
+            w[wkey] = wval
+        except TypeError:
+            if not _immutable(w):
+                raise  # (as the witness's library raises it)
+            # an immutable library (JAX): the write is a functional update, and this traced
+            # value is the updated array from here on, as a Tensor is under eager grad
+            new = _functional_set(w, wkey, wval)
+            self._w = new
+            self._t.witness[self._i] = new
+            self._t.instructions.append(Instruction(_functional_set, "setitem (functional update)", (self, key, value),
+                                                    {}, [], False, self._i))
+            return
         self._t.instructions.append(Instruction(operator.setitem, "setitem", (self, key, value), {}, [], False, self._i))
+
+
+def _immutable(w: Any) -> bool:
+    """Whether ``w``'s library has no writes into an array (JAX): a NumPy array that is only
+    read-only this once (a broadcast view) is not, and its write raises as NumPy raises it."""
+    return not array_api_compat.is_writeable_array(w) and not isinstance(w, (np.ndarray, np.generic))
+
+
+def _functional_set(x: Any, key: Any, value: Any) -> Any:
+    """``x`` with ``x[key] = value``, as a new array (array-api-extra's ``at``: JAX's ``.at[].set``).
+
+    Recorded as an instruction that *rebinds* the value it updates (``rebinds``): the
+    program's variable takes the new array, so later reads see the write."""
+    import array_api_extra as xpx
+
+    return xpx.at(x, key).set(value, copy=True)
+
+
+_functional_set.rebinds = True  # type: ignore[attr-defined]
+
+
+def rebinds(x: Instruction) -> bool:
+    """Whether the instruction's result replaces the value it writes (a functional update), not updates it in place."""
+    return x.writes is not None and getattr(x.fn, "rebinds", False) is True
 
 
 def _check_key(key: Any, what: str) -> None:

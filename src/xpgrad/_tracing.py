@@ -242,7 +242,30 @@ _STATIC = frozenset({"isdtype", "result_type", "can_cast", "finfo", "iinfo", "__
                      "__array_api_version__", "__name__", "__doc__", "__file__", "__spec__", "__path__",
                      "__loader__", "__package__", "e", "pi", "inf", "nan", "newaxis"})
 
+# the static functions that take arrays: they read the dtype (and, in finfo/iinfo, nothing else)
+_DTYPE_QUERIES = frozenset({"result_type", "can_cast", "finfo", "iinfo", "isdtype"})
+
 _NAMESPACES: dict[int, TracingNamespace] = {}
+
+
+def _static_arg(a: Any) -> Any:
+    if type(a) is Tracer:
+        w = a._w
+        return w.dtype if type(w) is _Meta else w  # (after the trace: its dtype, all these functions read)
+    return a
+
+
+def _dtype_query(fn: Any, name: str) -> Any:
+    """``fn`` (``result_type``, ``can_cast``, ``finfo``, ``iinfo``, ``isdtype``) taking traced
+    arrays: each is passed as the array it stands for (the backend's functions refuse other
+    objects: array-api-strict's ``result_type``)."""
+
+    def query(*args: Any, **kwargs: Any) -> Any:
+        return fn(*[_static_arg(a) for a in args], **{k: _static_arg(v) for k, v in kwargs.items()})
+
+    query.__name__ = name
+    query.__wrapped__ = fn  # type: ignore[attr-defined]
+    return query
 
 
 class TracingNamespace(types.ModuleType):
@@ -263,6 +286,11 @@ class TracingNamespace(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         base = self.__dict__["_base"]
         v = getattr(base, name)
+        if name in _DTYPE_QUERIES and callable(v):
+            # (static, not recorded: a traced array is asked as the array it stands for)
+            q = _dtype_query(v, name)
+            self.__dict__[name] = q
+            return q
         if name in _STATIC or name.startswith("__") or isinstance(v, type) or not callable(v):
             if name in ("linalg", "fft") and isinstance(v, types.ModuleType):
                 v = tracing_namespace(v)

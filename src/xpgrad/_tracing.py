@@ -355,7 +355,12 @@ def namespace_of(arrays: list[Any]) -> Any:
         else:
             ws.append(a)
     if len(ws) > 1:
-        _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
+        if any(isinstance(w, np.generic) for w in ws) and not all(isinstance(w, (np.generic, np.ndarray)) for w in ws):
+            # a NumPy scalar (np.float32(2), a float a library returned) next to arrays of another
+            # library is a scalar, as a Python number is
+            ws = [w for w in ws if not isinstance(w, np.generic)]
+        if len(ws) > 1:
+            _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
     return tracing_namespace(base)
 
 

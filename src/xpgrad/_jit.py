@@ -670,8 +670,11 @@ class Jitted:
             outputs: list[Any] = []
             out_tmpl = _out_template(out, outputs, flat.tensors)
             # what the call changed: rebound Tensor data, new gradients, state numbers
+            # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
+            functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
             rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, tensor_in),
-                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins)) if t.data is not tr]
+                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
+                      if t.data is not tr or tr._i in functional]
             new_grads: list[tuple[int, Any]] = []
             for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
                 gnew = t.grad

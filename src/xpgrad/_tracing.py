@@ -511,10 +511,6 @@ def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
     return array_api_compat.to_device(x, device, **kw)
 
 
-def _astype_method(x: Any, dtype: Any, /, **kw: Any) -> Any:
-    return x.astype(dtype, **kw)
-
-
 class Tracer:
     """A traced array: shape, dtype, device and library of one value of a traced program."""
 
@@ -660,13 +656,12 @@ class Tracer:
 
     @property
     def mT(self) -> Any:
+        if not hasattr(self._w, "mT"):  # (Dask's arrays: the namespace's, as a Tensor's mT)
+            return tracing_namespace(self._ns()).matrix_transpose(self)
         return self._t.call(_mT, "mT", (self,), {}, self._ns())
 
     def to_device(self, device: Any, /, **kw: Any) -> Any:
         return self._t.call(_to_device, "to_device", (self, device), kw, self._ns())
-
-    def astype(self, dtype: Any, /, **kw: Any) -> Any:
-        return self._t.call(_astype_method, "astype", (self, dtype), kw, self._ns())
 
     # ---------------------------------------------------------------- what a Tensor has, and the array's own
     # A traced array is the array it stands for to the code that runs on it: the methods of

@@ -21,6 +21,17 @@ The namespace of a tracer (``tracer.__array_namespace__()``, and what
 :func:`xpgrad._dispatch.backend_namespace` resolves for it) is a :class:`TracingNamespace`
 over the namespace eager code would use for the witness, so xpgrad's forwards and rules
 record the same backend calls they make eagerly: the replay is bit-identical on NumPy.
+
+A tracer is the array it stands for to the code that runs on it, so code cannot tell
+that it is traced until it asks for a value: the methods and attributes of its witness
+(``x.max()``, ``x.flatten()``, torch's ``x.exp()``, ``x.real``), what a Tensor has
+(``sum``, ``mean``, ``reshape``, ``data``, ``grad``, ``detach``...), NumPy's functions and
+ufuncs on a NumPy (or Dask) witness (``np.sum(x)``, ``np.exp(x)``) and torch's functions
+on a torch witness (``torch.sum(x)``) are recorded calls; the dtype queries
+(``result_type``, ``can_cast``, ``finfo``, ``iinfo``, ``isdtype``) take it as its witness.
+A write into a tracer of an immutable library (JAX) is a functional update that the
+tracer takes from then on (the program rebinds its variable), as a Tensor's write is
+under eager ``grad``.
 """
 
 from __future__ import annotations
@@ -976,7 +987,7 @@ def _call_external(fn: Any, name: str, args: Any, kwargs: dict[str, Any], ts: li
     if _holds_array(out):
         return tr.record(fn, name, tuple(args), kwargs, out, t0._ns(), ts)
     short = name.rsplit(".", 1)[-1]
-    if name in _STATIC_CALLS or short in _STATIC_CALLS or not isinstance(out, (*_VALUE_TYPES, bool, int, list)):
+    if name in _STATIC_CALLS or short in _STATIC_CALLS or not isinstance(out, (*_VALUE_TYPES, bool, int, list, str, dict)):
         return out  # (a static fact: a shape, a dtype, a device, a size)
     raise _concrete(t0, f"{name}(), which gives a Python value,")
 

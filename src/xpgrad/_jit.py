@@ -336,7 +336,9 @@ class Program:
             if into is not None:
                 args.append(f"out={self._name(into)}")
             call = f"{fname}({', '.join(args)})"
-            if not ins.outs:
+            if _tracing.rebinds(ins):  # (a functional update: the variable takes the new array)
+                lines.append(f"    {self._name(ins.writes)} = {call}")  # type: ignore[arg-type]
+            elif not ins.outs:
                 lines.append(f"    {call}")
             elif ins.unpack:
                 lines.append(f"    {', '.join(self._name(o) for o in ins.outs)}, = {call}")
@@ -381,7 +383,9 @@ class Program:
             if into is not None:
                 args.append(f"out={self._name(into)}")
             call = f"{ins.name}({', '.join(args)})"
-            if ins.writes is not None:
+            if ins.writes is not None and _tracing.rebinds(ins):
+                out.append(f"  {self._name(ins.writes)} = {call}    # a functional update of {self._name(ins.writes)}")
+            elif ins.writes is not None:
                 out.append(f"  {call}    # updates {self._name(ins.writes)} in place")
             else:
                 lhs = ", ".join(self._name(o) for o in ins.outs)
@@ -666,8 +670,11 @@ class Jitted:
             outputs: list[Any] = []
             out_tmpl = _out_template(out, outputs, flat.tensors)
             # what the call changed: rebound Tensor data, new gradients, state numbers
+            # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
+            functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
             rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, tensor_in),
-                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins)) if t.data is not tr]
+                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
+                      if t.data is not tr or tr._i in functional]
             new_grads: list[tuple[int, Any]] = []
             for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
                 gnew = t.grad

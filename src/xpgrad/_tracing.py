@@ -21,6 +21,17 @@ The namespace of a tracer (``tracer.__array_namespace__()``, and what
 :func:`xpgrad._dispatch.backend_namespace` resolves for it) is a :class:`TracingNamespace`
 over the namespace eager code would use for the witness, so xpgrad's forwards and rules
 record the same backend calls they make eagerly: the replay is bit-identical on NumPy.
+
+A tracer is the array it stands for to the code that runs on it, so code cannot tell
+that it is traced until it asks for a value: the methods and attributes of its witness
+(``x.max()``, ``x.flatten()``, torch's ``x.exp()``, ``x.real``), what a Tensor has
+(``sum``, ``mean``, ``reshape``, ``data``, ``grad``, ``detach``...), NumPy's functions and
+ufuncs on a NumPy (or Dask) witness (``np.sum(x)``, ``np.exp(x)``) and torch's functions
+on a torch witness (``torch.sum(x)``) are recorded calls; the dtype queries
+(``result_type``, ``can_cast``, ``finfo``, ``iinfo``, ``isdtype``) take it as its witness.
+A write into a tracer of an immutable library (JAX) is a functional update that the
+tracer takes from then on (the program rebinds its variable), as a Tensor's write is
+under eager ``grad``.
 """
 
 from __future__ import annotations
@@ -36,10 +47,10 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._exceptions import ConcretizationError, XpgradTypeError
+from ._exceptions import ConcretizationError, XpgradRuntimeError, XpgradTypeError
 
 __all__ = ["ACTIVE", "TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "is_tracer",
-           "namespace_of", "recorded", "recording", "untraced_write"]
+           "namespace_of", "rebinds", "recorded", "recording", "untraced_write"]
 
 # the trace this context records into: every backend call made while it is set is recorded,
 # those on constants (arrays made inside, captured by closures) too
@@ -242,7 +253,30 @@ _STATIC = frozenset({"isdtype", "result_type", "can_cast", "finfo", "iinfo", "__
                      "__array_api_version__", "__name__", "__doc__", "__file__", "__spec__", "__path__",
                      "__loader__", "__package__", "e", "pi", "inf", "nan", "newaxis"})
 
+# the static functions that take arrays: they read the dtype (and, in finfo/iinfo, nothing else)
+_DTYPE_QUERIES = frozenset({"result_type", "can_cast", "finfo", "iinfo", "isdtype"})
+
 _NAMESPACES: dict[int, TracingNamespace] = {}
+
+
+def _static_arg(a: Any) -> Any:
+    if type(a) is Tracer:
+        w = a._w
+        return w.dtype if type(w) is _Meta else w  # (after the trace: its dtype, all these functions read)
+    return a
+
+
+def _dtype_query(fn: Any, name: str) -> Any:
+    """``fn`` (``result_type``, ``can_cast``, ``finfo``, ``iinfo``, ``isdtype``) taking traced
+    arrays: each is passed as the array it stands for (the backend's functions refuse other
+    objects: array-api-strict's ``result_type``)."""
+
+    def query(*args: Any, **kwargs: Any) -> Any:
+        return fn(*[_static_arg(a) for a in args], **{k: _static_arg(v) for k, v in kwargs.items()})
+
+    query.__name__ = name
+    query.__wrapped__ = fn  # type: ignore[attr-defined]
+    return query
 
 
 class TracingNamespace(types.ModuleType):
@@ -263,6 +297,11 @@ class TracingNamespace(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         base = self.__dict__["_base"]
         v = getattr(base, name)
+        if name in _DTYPE_QUERIES and callable(v):
+            # (static, not recorded: a traced array is asked as the array it stands for)
+            q = _dtype_query(v, name)
+            self.__dict__[name] = q
+            return q
         if name in _STATIC or name.startswith("__") or isinstance(v, type) or not callable(v):
             if name in ("linalg", "fft") and isinstance(v, types.ModuleType):
                 v = tracing_namespace(v)
@@ -327,7 +366,12 @@ def namespace_of(arrays: list[Any]) -> Any:
         else:
             ws.append(a)
     if len(ws) > 1:
-        _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
+        if any(isinstance(w, np.generic) for w in ws) and not all(isinstance(w, (np.generic, np.ndarray)) for w in ws):
+            # a NumPy scalar (np.float32(2), a float a library returned) next to arrays of another
+            # library is a scalar, as a Python number is
+            ws = [w for w in ws if not isinstance(w, np.generic)]
+        if len(ws) > 1:
+            _resolve_backend(*ws)  # (two libraries in one call: the same error as eagerly)
     return tracing_namespace(base)
 
 
@@ -478,16 +522,11 @@ def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
     return array_api_compat.to_device(x, device, **kw)
 
 
-def _astype_method(x: Any, dtype: Any, /, **kw: Any) -> Any:
-    return x.astype(dtype, **kw)
-
-
 class Tracer:
     """A traced array: shape, dtype, device and library of one value of a traced program."""
 
     __slots__ = ("__weakref__", "_i", "_op", "_t", "_w")
     __array_priority__ = 10000  # NumPy (and Tensors) on the left defer to our reflected operators
-    __array_ufunc__ = None  # NumPy's functions refuse us, and its operators return NotImplemented
     __hash__ = object.__hash__
 
     def __init__(self, w: Any, trace: Trace, i: int, op: str) -> None:
@@ -628,23 +667,353 @@ class Tracer:
 
     @property
     def mT(self) -> Any:
+        if not hasattr(self._w, "mT"):  # (Dask's arrays: the namespace's, as a Tensor's mT)
+            return tracing_namespace(self._ns()).matrix_transpose(self)
         return self._t.call(_mT, "mT", (self,), {}, self._ns())
 
     def to_device(self, device: Any, /, **kw: Any) -> Any:
         return self._t.call(_to_device, "to_device", (self, device), kw, self._ns())
 
-    def astype(self, dtype: Any, /, **kw: Any) -> Any:
-        return self._t.call(_astype_method, "astype", (self, dtype), kw, self._ns())
+    # ---------------------------------------------------------------- what a Tensor has, and the array's own
+    # A traced array is the array it stands for to the code that runs on it: the methods of
+    # its library (x.sum(), x.max(), x.flatten(); torch's x.exp()) and the library's functions
+    # (np.sum(x) on a NumPy array, torch.sum(x)) are recorded calls; whatever a Tensor has
+    # (sum, mean, reshape, data, grad, detach...) it has too. A Python value is refused
+    # (ConcretizationError naming the line), shapes, dtypes and other static facts are not.
+    @property
+    def data(self) -> Tracer:
+        """The backend array: a traced array is its own (as a Tensor's ``data`` is its array)."""
+        return self
+
+    @property
+    def grad(self) -> None:
+        """None: a traced array of the program is no Tensor and accumulates no gradient."""
+        return None
+
+    @property
+    def grad_fn(self) -> None:
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tracer:
+        """``requires_grad_(False)`` is itself; a raw traced array cannot start requiring grad."""
+        if requires_grad:
+            msg = (
+                f"requires_grad_: {self!r} is a raw traced array of jit({self._t.func}), not a Tensor, and cannot "
+                "require grad; make a Tensor of it (xg.asarray(x, requires_grad=True)) or differentiate with xg.grad"
+            )
+            raise XpgradTypeError(msg)
+        return self
+
+    def detach(self) -> Tracer:
+        """Itself: a raw traced array has no graph to leave."""
+        return self
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: Any = None) -> None:
+        """Refused, as a Tensor that does not require grad refuses it."""
+        msg = (
+            f"backward: {self!r} is a raw traced array of jit({self._t.func}) and does not require grad; "
+            "differentiate a Tensor (xg.asarray(x, requires_grad=True)) or use xg.grad"
+        )
+        raise XpgradRuntimeError(msg)
+
+    def register_hook(self, hook: Any) -> Any:
+        """Refused, as on a Tensor that does not require grad."""
+        msg = "register_hook: cannot register a hook on a tensor that doesn't require grad (a raw traced array)"
+        raise XpgradRuntimeError(msg)
+
+    def retain_grad(self) -> None:
+        """Nothing to do: a traced array is a leaf, as ``Tensor.retain_grad`` on a leaf."""
+        return None
+
+    def numpy(self) -> Any:
+        raise _concrete(self, "numpy()")
+
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
+        """The array's own ``sum`` (NumPy, torch, JAX, Dask), else the namespace's (``Tensor.sum``'s signature)."""
+        if hasattr(self._w, "sum"):
+            return _call_method(self, "sum", args, kwargs)
+        return _namespace_method(self, "sum", args, kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
+        """The array's own ``mean``, else the namespace's (``Tensor.mean``'s signature)."""
+        if hasattr(self._w, "mean"):
+            return _call_method(self, "mean", args, kwargs)
+        return _namespace_method(self, "mean", args, kwargs)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        """The array's own ``reshape``, else the namespace's (``t.reshape(2, 3)`` or ``t.reshape((2, 3))``)."""
+        if hasattr(self._w, "reshape"):
+            return _call_method(self, "reshape", shape, kwargs)
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return tracing_namespace(self._ns()).reshape(self, shape, **kwargs)
+
+    def __copy__(self) -> Any:
+        """``copy.copy``: a copy of the array (recorded), as ``copy.copy`` of a NumPy array is."""
+        return self._t.call(_copy, "copy", (self,), {}, self._ns())
+
+    def __deepcopy__(self, memo: dict[Any, Any]) -> Any:
+        out = self.__copy__()
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise _concrete(self, "pickling")
+
+    def __getattr__(self, name: str) -> Any:
+        # (only names the class lacks: the witness's own attributes and methods)
+        if name.startswith("_"):  # (protocols and private names: as on any object without them)
+            msg = f"{type(self).__name__!r} object has no attribute {name!r}"
+            raise AttributeError(msg)
+        w = self._w
+        if type(w) is _Meta:
+            msg = f"{name}: this traced array's trace has ended, with its array"
+            raise AttributeError(msg)
+        try:
+            v = getattr(w, name)
+        except AttributeError:
+            msg = f"traced array of {type(w).__module__}.{type(w).__qualname__} has no attribute {name!r}"
+            raise AttributeError(msg) from None
+        if callable(v) and not isinstance(v, type):
+            return _BoundMethod(self, name)
+        if _holds_array(v):  # (x.real, x.imag, torch's x.H): a recorded read
+            return self._t.call(_attribute(name), f".{name}", (self,), {}, self._ns())
+        if isinstance(v, _VALUE_TYPES):  # (NumPy's x.flat, x.ctypes, x.data: the values)
+            raise _concrete(self, f"the attribute .{name}")
+        return v  # (static: strides, itemsize, flags, layout...)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """A torch function given traced arrays (``torch.sum(x)``): recorded, as any call of the program."""
+        kwargs = kwargs or {}
+        ts = _tracers_in((args, kwargs))
+        if not ts:
+            return func(*args, **kwargs)
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", "function")
+        return _call_external(func, f"torch.{name}", args, kwargs, ts)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """A NumPy ufunc on traced arrays: recorded where they stand for NumPy (or Dask) arrays,
+        which take it; on another library's array NumPy would convert it to NumPy (a value: refused),
+        except for an operator (``ndarray + x``), which is the traced array's own (as Python
+        falls back to it eagerly)."""
+        ts = _tracers_in((inputs, kwargs))
+        name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        if all(_numpy_like(t._w, "__array_ufunc__") for t in ts):
+            fn = ufunc if method == "__call__" else getattr(ufunc, method)
+            return _call_external(fn, name, inputs, kwargs, ts)
+        op = _UFUNC_OPERATORS.get(ufunc.__name__) if method == "__call__" and not kwargs and len(inputs) == 2 else None
+        if op is not None:
+            return ts[0]._t.call(op, ufunc.__name__, inputs, {}, ts[0]._ns(), ts)
+        raise _concrete(ts[0], f"{name} (NumPy converts the array to a NumPy array)")
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """A NumPy function on traced arrays (``np.sum(x)``): recorded where they stand for NumPy
+        (or Dask) arrays; on another library's, NumPy's own code runs on them (it calls their
+        methods, or converts them to NumPy: a value, refused)."""
+        ts = _tracers_in((args, kwargs))
+        fname = getattr(func, "__name__", "function")
+        name = f"numpy.{fname}"
+        if fname in _NP_DATA_SHAPED or (fname == "where" and len(args) + len(kwargs) == 1):
+            raise _concrete(ts[0] if ts else self, f"{name}()", shape=True)
+        if all(_numpy_like(t._w, "__array_function__") for t in ts):
+            return _call_external(func, name, args, kwargs, ts)
+        impl = getattr(func, "_implementation", None)
+        if impl is None:
+            raise _concrete(ts[0] if ts else self, f"{name} (NumPy converts the array to a NumPy array)")
+        return impl(*args, **kwargs)
 
     def __getitem__(self, key: Any) -> Any:
         _check_key(key, "indexing")
         return self._t.call(operator.getitem, "getitem", (self, key), {}, self._ns())
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        self._setitem(key, value, functional=True)
+
+    def _setitem(self, key: Any, value: Any, *, functional: bool) -> None:
+        """``self[key] = value``, recorded. On an immutable library (JAX) the library's error,
+        or with ``functional`` a functional update that this traced array takes from here on
+        (what raw code that writes into it means; a Tensor instead rebinds its own data, so
+        that other Tensors sharing this array keep the old value: ``Tensor._inplace``)."""
         wkey = _unwrap(key, self._t)
         wval = _unwrap(value, self._t)
-        self._w[wkey] = wval  # (raises as the witness's library does: JAX's arrays are immutable)
+        w = self._w
+        try:
+            w[wkey] = wval
+        except TypeError:
+            if not functional or not _immutable(w):
+                raise  # (as the witness's library raises it)
+            # an immutable library (JAX): the write is a functional update, and this traced
+            # value is the updated array from here on, as a Tensor is under eager grad
+            new = _functional_set(w, wkey, wval)
+            self._w = new
+            self._t.witness[self._i] = new
+            self._t.instructions.append(Instruction(_functional_set, "setitem (functional update)", (self, key, value),
+                                                    {}, [], False, self._i))
+            return
         self._t.instructions.append(Instruction(operator.setitem, "setitem", (self, key, value), {}, [], False, self._i))
+
+
+# ---------------------------------------------------------------- calls beyond the namespace: methods, NumPy's and torch's functions
+# calls whose Python result is a static fact (a shape, a dtype, a size, a flag of the layout), not a value
+_STATIC_CALLS = frozenset({
+    "shape", "ndim", "size", "result_type", "can_cast", "promote_types", "iscomplexobj", "isrealobj", "isscalar",
+    "dim", "ndimension", "numel", "nelement", "stride", "strides", "is_contiguous", "element_size", "get_device",
+    "is_floating_point", "is_complex", "is_signed", "is_tensor", "type", "storage_offset", "dim_order", "is_conj",
+    "is_neg", "is_inference", "is_pinned", "is_shared", "is_sparse", "has_names", "Tensor.size", "Tensor.dim",
+    "Tensor.numel", "Tensor.stride", "Tensor.is_contiguous", "Tensor.element_size", "Tensor.is_floating_point",
+    "Tensor.is_complex", "Tensor.type", "Tensor.get_device", "Tensor.nelement", "Tensor.ndimension",
+})
+# NumPy functions whose result's shape depends on the values
+_NP_DATA_SHAPED = frozenset({"nonzero", "flatnonzero", "argwhere", "unique", "unique_all", "unique_counts",
+                             "unique_inverse", "unique_values", "extract", "compress", "trim_zeros", "delete"})
+# Python values that are an array's values, not static facts (NumPy's x.flat, x.ctypes, x.data)
+_VALUE_TYPES: tuple[type, ...] = (memoryview, float, complex, bytes, np.flatiter)
+# NumPy's ufuncs that are Python's operators: ``ndarray + x`` on a traced array of another library
+_UFUNC_OPERATORS = {
+    "add": operator.add, "subtract": operator.sub, "multiply": operator.mul, "divide": operator.truediv,
+    "true_divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod,
+    "power": operator.pow, "matmul": operator.matmul, "bitwise_and": operator.and_, "bitwise_or": operator.or_,
+    "bitwise_xor": operator.xor, "left_shift": operator.lshift, "right_shift": operator.rshift,
+    "less": operator.lt, "less_equal": operator.le, "greater": operator.gt, "greater_equal": operator.ge,
+    "equal": operator.eq, "not_equal": operator.ne,
+}
+
+
+def _numpy_like(w: Any, protocol: str) -> bool:
+    """Whether NumPy's function or ufunc takes the array ``w`` as it is (NumPy's arrays and
+    scalars, and libraries that implement the ``protocol``: Dask, CuPy)."""
+    return isinstance(w, (np.ndarray, np.generic)) or getattr(type(w), protocol, None) is not None
+
+
+def _holds_array(v: Any) -> bool:
+    return _is_array(v) or (isinstance(v, (tuple, list)) and bool(v) and any(_is_array(o) for o in v))
+
+
+def _copy(x: Any) -> Any:
+    import copy
+
+    return copy.copy(x)
+
+
+_ATTRIBUTES: dict[str, Any] = {}
+_METHODS: dict[str, Any] = {}
+
+
+def _attribute(name: str) -> Any:
+    """``fn(x) -> x.<name>`` (one per name: the program's call of an attribute read)."""
+    fn = _ATTRIBUTES.get(name)
+    if fn is None:
+        fn = operator.attrgetter(name)
+        _ATTRIBUTES[name] = fn
+    return fn
+
+
+def _method(name: str) -> Any:
+    """``fn(x, *args, **kwargs) -> x.<name>(*args, **kwargs)`` (one per name)."""
+    fn = _METHODS.get(name)
+    if fn is None:
+        def fn(x: Any, *args: Any, **kwargs: Any) -> Any:
+            return getattr(x, name)(*args, **kwargs)
+
+        fn.__name__ = fn.__qualname__ = name
+        _METHODS[name] = fn
+    return fn
+
+
+class _BoundMethod:
+    """A method of the array a traced array stands for (``x.max``): calling it records the call."""
+
+    __slots__ = ("name", "t")
+
+    def __init__(self, t: Tracer, name: str) -> None:
+        self.t = t
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _call_method(self.t, self.name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<method {self.name} of {self.t!r}>"
+
+
+def _call_method(t: Tracer, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``t.<name>(*args, **kwargs)`` on the array ``t`` stands for, recorded."""
+    return _call_external(_method(name), name, (t, *args), kwargs, None)
+
+
+def _namespace_method(t: Tracer, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.<name>``'s meaning for an array with no such method (array-api-strict's):
+    the namespace's function, with ``axis=``/``keepdims=`` (positional too), as a Tensor's."""
+    names = ("axis", "keepdims")
+    if len(args) > len(names) or set(kwargs) - set(names):
+        keys = ", ".join(list(kwargs)) or f"{len(args)} positional arguments"
+        msg = f"{name}: a traced {_short_ns(t._ns())} array's {name} takes axis= and keepdims= only, got {keys}"
+        raise XpgradTypeError(msg)
+    kw = dict(zip(names, args))
+    kw.update(kwargs)
+    return getattr(tracing_namespace(t._ns()), name)(t, **kw)
+
+
+def _call_external(fn: Any, name: str, args: Any, kwargs: dict[str, Any], ts: list[Tracer] | None) -> Any:
+    """``fn(*args, **kwargs)``, a function outside the namespace given traced arrays (a method of
+    the array, NumPy's or torch's function), run on the witnesses and recorded.
+
+    A result of arrays is recorded as any call is; a static fact (a shape, a dtype, ``x.dim()``)
+    is returned; a result of None is an update in place of the first argument (``x.sort()``,
+    ``np.copyto(x, y)``); any other Python value is the array's values, refused."""
+    if ts is None:
+        ts = _tracers_in((args, kwargs))
+    t0 = ts[0]
+    tr = t0._t
+    wargs = _unwrap(args, tr)
+    wkw = {k: _unwrap(v, tr) for k, v in kwargs.items()} if kwargs else kwargs
+    out = fn(*wargs, **wkw)
+    if out is None:
+        first = args[0] if args else None
+        if type(first) is not Tracer:
+            raise _concrete(t0, f"{name}(), which writes into an array that is not a value of the program")
+        tr.instructions.append(Instruction(fn, name, tuple(args), kwargs, [], False, first._i))
+        return None
+    if _holds_array(out):
+        return tr.record(fn, name, tuple(args), kwargs, out, t0._ns(), ts)
+    short = name.rsplit(".", 1)[-1]
+    if name in _STATIC_CALLS or short in _STATIC_CALLS or not isinstance(out, (*_VALUE_TYPES, bool, int, list, str, dict)):
+        return out  # (a static fact: a shape, a dtype, a device, a size)
+    raise _concrete(t0, f"{name}(), which gives a Python value,")
+
+
+def _immutable(w: Any) -> bool:
+    """Whether ``w``'s library has no writes into an array (JAX): a NumPy array that is only
+    read-only this once (a broadcast view) is not, and its write raises as NumPy raises it."""
+    return not array_api_compat.is_writeable_array(w) and not isinstance(w, (np.ndarray, np.generic))
+
+
+def _functional_set(x: Any, key: Any, value: Any) -> Any:
+    """``x`` with ``x[key] = value``, as a new array (array-api-extra's ``at``: JAX's ``.at[].set``).
+
+    Recorded as an instruction that *rebinds* the value it updates (``rebinds``): the
+    program's variable takes the new array, so later reads see the write."""
+    import array_api_extra as xpx
+
+    return xpx.at(x, key).set(value, copy=True)
+
+
+_functional_set.rebinds = True  # type: ignore[attr-defined]
+
+
+def rebinds(x: Instruction) -> bool:
+    """Whether the instruction's result replaces the value it writes (a functional update), not updates it in place."""
+    return x.writes is not None and getattr(x.fn, "rebinds", False) is True
 
 
 def _check_key(key: Any, what: str) -> None:

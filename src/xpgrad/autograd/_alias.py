@@ -19,6 +19,12 @@ Per library:
   slice taken before is another object and does not see it.
 - any other library: always (a missed alias is a silent wrong gradient, a false one
   only an error at backward).
+
+Under ``xg.jit`` a Tensor's data is a traced array (``xpgrad._tracing.Tracer``): the
+library is asked about the arrays it stands for (its witnesses, the first call's arrays),
+so a write into a fresh copy (``asarray(x, copy=True)``, an ``astype`` that converts) is
+no write into a view under jit either. The replay makes the same calls on arrays of the
+same types, shapes, dtypes and (NumPy) strides, so it aliases where the trace did.
 """
 
 from __future__ import annotations
@@ -105,8 +111,24 @@ def _always(a: Any, b: Any) -> bool:
     return True
 
 
+def _traced(a: Any, b: Any) -> bool:
+    # (a traced array, or a constant next to one: the arrays they stand for are asked)
+    return may_alias(getattr(a, "_w", a) if type(a) is _TRACER[0] else a,
+                     getattr(b, "_w", b) if type(b) is _TRACER[0] else b)
+
+
+#: xpgrad's traced array type (read on first sight of a type from xpgrad: _tracing imports this module's package)
+_TRACER: list[Any] = [None]
+
+
 def _check_for(t: type) -> Check:
     mod = t.__module__.split(".", 1)[0]
+    if mod == "xpgrad" and t.__name__ == "Tracer":
+        from .._tracing import Tracer
+
+        _TRACER[0] = Tracer
+        if t is Tracer:
+            return _traced
     if mod == "numpy":
         return _numpy()
     if mod == "array_api_strict":
@@ -133,6 +155,8 @@ def may_alias(a: Any, b: Any) -> bool:
         (True, False)
     """
     t = type(a)
+    if t is not type(b) and type(b) is _TRACER[0]:  # (a constant and a traced array)
+        return _traced(a, b)
     check = _CHECKS.get(t)
     if check is None:
         check = _CHECKS[t] = _check_for(t)

@@ -684,8 +684,12 @@ class Tensor:
                 # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
                 # warns about an unsafe cast inside its scatter)
                 o = backend_namespace(o).astype(o, self.data.dtype)
+            data = self.data
             try:
-                self.data[key] = o
+                if type(data) is _Tracer:  # (traced JAX refuses: this Tensor alone takes the update below)
+                    data._setitem(key, o, functional=False)
+                else:
+                    data[key] = o
             except (TypeError, ValueError, IndexError, NotImplementedError):
                 # immutable backends (JAX) and index kinds the backend cannot assign through
                 # (integer arrays on array-api-strict, negative steps on PyTorch): the

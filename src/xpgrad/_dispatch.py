@@ -261,8 +261,8 @@ def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
     first_dev = None
     for x in xs:
         if isinstance(x, T):
-            x = _raw(x)
-        if isinstance(x, _SCALARS):
+            x = _raw(x)  # (NumPy's 0-d results are NumPy scalars, float's subclass: arrays here)
+        elif isinstance(x, _SCALARS):
             continue
         dev = array_api_compat.device(x)
         if dev is None:

@@ -124,8 +124,9 @@ _SKLEARN_DASK_MASK = ("scikit-learn on Dask: it assigns through a boolean mask, 
                       "does not know (cannot broadcast shape (nan,)); the raw Dask array fails alike")
 _DASK_SVD = ("Dask's svd needs an array chunked along one dimension only (the test arrays are chunked "
              "along both); the raw Dask array fails alike")
-_DASK_FFT = ("Dask's fft needs a single chunk along the transformed axis (the test arrays have two); "
-             "the raw Dask array fails alike")
+_DASK_FFT = ("on the raw Dask array (the central differences) SciPy calls Dask's fft, which needs a single "
+             "chunk along the transformed axis (the test arrays have two); xpgrad's gradient on such arrays "
+             "is checked against NumPy's in tests/test_transform_idioms_bound.py")
 _SCIPY_NUMPY = ("scipy.signal.convolve is computed in NumPy (np.asarray of the input), not in the "
                 "input's namespace, so nothing can differentiate through it; use fftconvolve")
 XFAIL: dict[tuple[str, str], str] = {

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._exceptions import BackendNotInstalledError, UnknownNameError, XpgradTypeError, XpgradValueError
 
-__all__ = ["LIBRARIES", "backend_info", "library_of", "load_namespace", "resolve_device"]
+__all__ = ["LIBRARIES", "backend_info", "library_of", "load_namespace", "owns_device", "resolve_device"]
 
 # name -> (module that provides the array API namespace, distribution, extra)
 LIBRARIES: dict[str, tuple[str, str, str]] = {
@@ -87,6 +87,28 @@ def namespace_devices(xp: ModuleType) -> list[Any]:
             return [d for d in info().devices() if d is not None]
         except Exception:  # noqa: BLE001 - a backend that cannot list devices lists none
             return []
+
+
+# (id(namespace), type(device)) -> whether the namespace lists devices of that type
+_OWNS: dict[tuple[int, type], bool] = {}
+
+
+def owns_device(xp: ModuleType, device: Any) -> bool:
+    """Whether ``device`` (a device object) is one of namespace ``xp``'s devices.
+
+    Decided once per device type: every device of one type belongs to one library
+    (``torch.device``, JAX's ``Device``, ``array_api_strict.Device``), so a device of the
+    library that ``xp`` does not list (a GPU it lacks) still counts as its own.
+    """
+    key = (id(xp), type(device))
+    owned = _OWNS.get(key)
+    if owned is None:
+        try:
+            owned = any(type(d) is type(device) for d in namespace_devices(xp)) or device in namespace_devices(xp)
+        except TypeError:  # devices that refuse comparison with other libraries' devices
+            owned = False
+        owned = _OWNS[key] = bool(owned)
+    return owned
 
 
 def _device_text(d: Any) -> str:

@@ -31,15 +31,14 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from ._backends import library_of
-from ._dispatch import backend_namespace, public_namespace, set_bound_namespace
-from ._dtypes import dtype as _dtype
-from ._dtypes import dtype_name
+from ._backends import library_of, owns_device, resolve_device
+from ._dispatch import NUMPY_SCALARS, backend_namespace, public_namespace, set_bound_namespace
 from ._exceptions import DTypeUnavailableError
 from ._info import Info
 from ._policy import _POLICY, DevicePolicy, _check_device_dtype, current_policy
 from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
+from .ops.creation import into_library
 from .random import policy_generator
 
 __all__ = ["BoundNamespace", "bound_namespace"]
@@ -206,39 +205,48 @@ class BoundNamespace(ModuleType):
 def _converting(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any]:
     """``asarray``/``tensor`` that also move a raw array of another library into the bound one.
 
-    ``xp.asarray(np_array)`` with ``xp`` bound to torch gives a Tensor over a torch
-    tensor, as ``array_api_compat.torch.asarray`` does; Tensors keep their own
-    library (their graph), and arrays of the bound library keep theirs.
+    ``xp.asarray(np_array)`` with ``xp`` bound to torch gives a Tensor over a torch tensor
+    on the bound device, as ``array_api_compat.torch.asarray`` does; so does
+    ``xp.asarray(np_array, device=t.device)`` (the idiom of scikit-learn's
+    ``label_binarize`` and ``log_loss``) and any ``device=`` of the bound library (a device
+    string is read in the bound library). NumPy scalars count as NumPy arrays. Tensors
+    keep their own library (their graph), arrays of the bound library keep theirs, and a
+    device object of a third library selects that library (as for ``xg.asarray``).
+    ``copy=False`` raises when the conversion needs a copy (into JAX or Dask always).
     """
 
     @functools.wraps(fn)
     def convert(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if (
-            not isinstance(obj, Tensor)
-            and hasattr(obj, "shape")
-            and hasattr(obj, "dtype")
-            and kwargs.get("device") is None
-            and not isinstance(obj, (bool, int, float, complex))
-        ):
+        if not isinstance(obj, Tensor) and (type(obj) in NUMPY_SCALARS or (
+            hasattr(obj, "shape") and hasattr(obj, "dtype") and not isinstance(obj, (bool, int, float, complex))
+        )):
             try:
                 src = public_namespace(backend_namespace(obj, func="asarray"))
             except TypeError:
                 src = None
             if src is not None and src is not ns._xg_xp:
-                xp = ns._xg_xp
-                dt = kwargs.get("dtype")
-                kw: dict[str, Any] = {}
-                if dt is not None:
-                    kw["dtype"] = _dtype(dtype_name(dt, func="asarray"), xp, func="asarray")
-                if ns._xg_device is not None:
-                    kw["device"] = ns._xg_device
-                if kwargs.get("copy") is not None:
-                    kw["copy"] = kwargs["copy"]
-                obj = xp.asarray(obj, **kw)
-                kwargs = {k: v for k, v in kwargs.items() if k not in ("dtype", "copy")}
+                device = _bound_device(ns, kwargs.get("device"))
+                if device is not _NOT_BOUND:
+                    obj = into_library(obj, ns._xg_xp, device, kwargs.get("dtype"), kwargs.get("copy"), "asarray")
+                    kwargs = {k: v for k, v in kwargs.items() if k not in ("dtype", "copy", "device")}
         return fn(obj, *args, **kwargs)
 
     return convert
+
+
+_NOT_BOUND: Any = object()  # (a device of another library than the bound one)
+
+
+def _bound_device(ns: BoundNamespace, device: Any) -> Any:
+    """``device=`` of a bound ``asarray`` as the bound library's device: None is the bound
+    device, a string or GPU ordinal is read in the bound library; a device object the bound
+    library does not list gives ``_NOT_BOUND``."""
+    if device is None:
+        return ns._xg_device
+    xp = ns._xg_xp
+    if isinstance(device, (str, int)) or device is ns._xg_device:
+        return resolve_device(xp, device, func="asarray")
+    return device if owns_device(xp, device) else _NOT_BOUND
 
 
 def _on_device(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import array_api_compat
+import numpy as np
 
 from . import _tracing
 from ._exceptions import DeviceMismatchError, NamespaceMismatchError, XpgradTypeError, XpgradValueError
@@ -25,11 +26,21 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
-    "array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "default_namespace", "public_namespace",
-    "set_bound_namespace", "set_default_namespace", "set_tensor_type", "tensor_namespace",
+    "NUMPY_SCALARS", "array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "default_namespace",
+    "public_namespace", "python_scalar", "python_scalars", "set_bound_namespace", "set_default_namespace",
+    "set_tensor_type", "tensor_namespace",
 ]
 
 _SCALARS = (bool, int, float, complex, type(None))
+#: NumPy's scalar types (``numpy.float64(2.0)``, ``numpy.int64``, ``numpy.bool_``...): next to an
+#: array of any library they are Python scalars (see :func:`python_scalars`); alone (a NumPy full
+#: reduction's result) they are NumPy's 0-d arrays. ``longdouble`` has no Python scalar: not one.
+NUMPY_SCALARS: frozenset[type] = frozenset(
+    getattr(np, n) for n in (
+        "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float16", "float32", "float64", "complex64", "complex128",
+    )
+)
 _CACHE: dict[tuple[type, ...], ModuleType] = {}
 # id(fast-path adapter) -> the compat namespace it adapts (see _fast)
 _PUBLIC: dict[int, ModuleType] = {}
@@ -130,6 +141,43 @@ _Tracer = _tracing.Tracer
 _tracing.set_resolver(lambda *ws: _resolve(list(ws), "jit"))
 
 
+def python_scalar(x: Any) -> Any:
+    """A NumPy scalar (``numpy.float64(2.0)``) as the Python scalar of its kind (``2.0``);
+    anything else as it is. For arguments that the standard types as Python scalars
+    (``full``'s ``fill_value``, ``arange``'s ends, ``clip``'s bounds)."""
+    return x.item() if type(x) in NUMPY_SCALARS else x
+
+
+def _is_array_arg(x: Any) -> bool:
+    return isinstance(x, _Tensor) or (
+        type(x) not in NUMPY_SCALARS and not isinstance(x, _SCALARS) and hasattr(x, "shape") and hasattr(x, "dtype")
+    )
+
+
+def python_scalars(args: Any) -> Any:
+    """``args`` (a tuple or list of a function's arguments) with its NumPy scalars as Python
+    scalars, when another argument is an array (a Tensor, or an array of any library).
+
+    A NumPy scalar from a library (SciPy's ``numpy.float64`` constants, ``np.log(2 * np.pi)``)
+    next to a torch, JAX, Dask or array-api-strict array is a Python scalar for every operator
+    and every function, as in the standard, with a Python scalar's promotion (``float32``
+    times ``numpy.float64(2)`` is ``float32``, on NumPy too). NumPy scalars with no array
+    beside them keep NumPy's meaning. Returns ``args`` itself when it has none to convert.
+
+    Examples:
+        >>> import numpy as np
+        >>> from xpgrad._dispatch import python_scalars
+        >>> a = np.ones(2, dtype=np.float32)
+        >>> python_scalars((a, np.float64(2.0)))[1], type(python_scalars((a, np.int64(3)))[1])
+        (2.0, <class 'int'>)
+        >>> python_scalars((np.float64(2.0), 1.0))[0].dtype
+        dtype('float64')
+    """
+    if not any(type(a) in NUMPY_SCALARS for a in args) or not any(map(_is_array_arg, args)):
+        return args
+    return type(args)(a.item() if type(a) in NUMPY_SCALARS else a for a in args)
+
+
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) < 80 else r[:77] + "..."
@@ -213,8 +261,8 @@ def check_devices(*xs: Any, func: str = "array_namespace") -> Any:
     first_dev = None
     for x in xs:
         if isinstance(x, T):
-            x = _raw(x)
-        if isinstance(x, _SCALARS):
+            x = _raw(x)  # (NumPy's 0-d results are NumPy scalars, float's subclass: arrays here)
+        elif isinstance(x, _SCALARS):
             continue
         dev = array_api_compat.device(x)
         if dev is None:
@@ -260,8 +308,8 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
     :class:`~xpgrad._bound.BoundNamespace`, whose ``__name__`` is ``"xpgrad"``), so
     generic code keeps recording gradients, and the arrays it creates
     (``xp.asarray(2.0)``, ``xp.zeros(n)``) land next to its inputs; raw arrays
-    mixed with Tensors must come from the Tensors' backend. Python scalars and
-    None are ignored.
+    mixed with Tensors must come from the Tensors' backend. Python scalars, NumPy
+    scalars next to arrays, and None are ignored.
 
     Raises:
         NamespaceMismatchError: arrays from two libraries (names both types).
@@ -276,6 +324,7 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
         >>> xg.array_namespace(xg.asarray([1.0]))
         <xpgrad namespace bound to numpy on 'cpu'>
     """
+    xs = python_scalars(xs)  # (NumPy scalars next to arrays are Python scalars: ignored)
     xp = backend_namespace(*xs)
     device = check_devices(*xs)
     public = _PUBLIC.get(id(xp), xp)

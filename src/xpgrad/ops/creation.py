@@ -18,8 +18,8 @@ from typing import Any
 
 import array_api_compat
 
-from .._backends import LIBRARIES, load_namespace, namespace_devices, resolve_device
-from .._dispatch import _raw, backend_namespace
+from .._backends import LIBRARIES, library_of, load_namespace, namespace_devices, resolve_device
+from .._dispatch import _raw, backend_namespace, public_namespace, python_scalar
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
 from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
@@ -251,6 +251,13 @@ def asarray(
         xp = backend_namespace(obj, func="asarray")
         if dtype is None and device is None and not copy:
             return Tensor(_standard(obj, obj), requires_grad=requires_grad)
+        if device is not None and not isinstance(device, (str, int)):
+            # a device object of another library than obj's (device=t.device of a torch Tensor
+            # for a NumPy array) selects that library, as for the functions without input arrays
+            target = _device_namespace(public_namespace(xp), device)
+            if target is not public_namespace(xp):
+                data = into_library(obj, target, device, dtype, copy, "asarray")
+                return Tensor(_standard(data, obj), requires_grad=requires_grad)
         dev = resolve_device(xp, device, func="asarray") if device is not None else None
         dt = _dt(dtype, xp, "asarray")
         try:
@@ -289,6 +296,44 @@ def asarray(
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) < 60 else r[:57] + "..."
+
+
+def into_library(obj: Any, xp: ModuleType, device: Any, dtype_: Any, copy: bool | None, func: str) -> Any:
+    """The raw array (or NumPy scalar) ``obj`` of another library as an array of namespace ``xp``
+    on ``device`` (None: ``xp``'s default), with ``dtype_`` (any spelling; None keeps obj's).
+
+    ``copy=False`` raises XpgradValueError when the conversion needs a copy, as the standard
+    says: always into JAX and Dask (their arrays own their memory), and wherever ``xp``
+    refuses to share ``obj``'s memory (another device, a dtype change).
+    """
+    lib = library_of(xp)
+    what = f"{type(obj).__module__.split('.')[0]}.{type(obj).__name__}"
+    if copy is False and lib in ("jax", "dask"):
+        msg = (
+            f"{func}: copy=False, but making a {lib} array from a {what} needs a copy ({lib} arrays hold "
+            "their own memory); pass copy=None (copy if needed) or copy=True"
+        )
+        raise XpgradValueError(msg)
+    dt = _dt(dtype_, xp, func)
+    kw: dict[str, Any] = {}
+    if dt is not None:
+        kw["dtype"] = dt
+    if device is not None:
+        kw["device"] = device
+    if copy is not None:
+        kw["copy"] = copy
+    try:
+        return xp.asarray(obj, **kw)
+    except Exception as e:
+        _explain(func, xp, device, dt, e)
+        if copy is False and isinstance(e, (ValueError, BufferError, RuntimeError)):
+            msg = (
+                f"{func}: copy=False, but making a {lib} array on {device!r} from a {what} needs a copy "
+                f"({type(e).__name__}: {e}); pass copy=None (copy if needed) or copy=True"
+            )
+            raise XpgradValueError(msg) from e
+        msg = f"{func}: cannot make a {lib} array on {device!r} from a {what} ({type(e).__name__}: {e})"
+        raise (XpgradValueError if isinstance(e, ValueError) else XpgradTypeError)(msg) from e
 
 
 def _standard(data: Any, obj: Any) -> Any:
@@ -412,6 +457,7 @@ def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex,
     _scalar_fill("full", fill_value)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data
+    fill_value = python_scalar(fill_value)  # (a NumPy scalar is a Python scalar, on every backend)
     dt = _dt(dtype, xp, "full") if dtype is not None else _scalar_default(p, xp, fill_value)
     return _create("full", xp, dev, dt, xp.full, shape, fill_value)
 
@@ -455,6 +501,7 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
         Tensor([0. , 0.5], dtype=float64, device=cpu)
     """
     p, xp, dev = _where(device, "arange")
+    start, stop, step = python_scalar(start), python_scalar(stop), python_scalar(step)
     dt = _dt(dtype, xp, "arange") if dtype is not None else _scalar_default(p, xp, start, stop, step)
     return _create("arange", xp, dev, dt, xp.arange, start, stop, step)
 
@@ -471,6 +518,7 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
         Tensor([0. , 0.5], dtype=float32, device=cpu)
     """
     p, xp, dev = _where(device, "linspace")
+    start, stop = python_scalar(start), python_scalar(stop)
     if dtype is not None:
         dt = _dt(dtype, xp, "linspace")
     else:
@@ -536,6 +584,7 @@ def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: A
     _scalar_fill("full_like", fill_value)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.data
+    fill_value = python_scalar(fill_value)
     return _create("full_like", xp, dev, dt, xp.full_like, data, fill_value)
 
 

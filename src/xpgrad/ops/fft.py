@@ -28,7 +28,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from array_api_compat import is_dask_namespace
+
 from .._exceptions import XpgradValueError
+from .._tracing import TracingNamespace, base_namespace, recorded
 from ._common import Array, Tensor, apply, declare, primitive, zeros_like_shape
 from ._registry import Chapter
 from .creation import _create, _dt, _float_default, _where
@@ -146,23 +149,72 @@ def _ax(x: Any, axis: int) -> int:
     return axis % len(x.shape)
 
 
+def _call(xp: Any, name: str, a: Any, **kw: Any) -> Any:
+    """``xp.fft.<name>(a, **kw)``, with a chunked (Dask) array first made one chunk along
+    the transformed axes (``axis``, or ``axes``: all of them when None), which Dask's
+    transforms need ("only supports taking an FFT along an axis that has a single
+    chunk"), as SciPy does before calling them. The rules call their transforms
+    through it too: a cotangent or tangent is chunked as the input was. A Tensor (a
+    rule recorded for a higher order) is rechunked by the primitive it goes through;
+    inside :func:`xpgrad.jit` on Dask the rechunk and the transform are one recorded
+    call, which rechunks the arrays of each replay as they come.
+    """
+    if type(xp) is TracingNamespace:
+        base = base_namespace(xp)
+        if is_dask_namespace(base):
+            return _recorded_dask(xp, base, name)(a, **kw)
+        return getattr(xp.fft, name)(a, **kw)
+    return getattr(xp.fft, name)(_whole(a, kw), **kw)
+
+
+def _whole(a: Any, kw: dict[str, Any]) -> Any:
+    """``a``, rechunked to one chunk along the axes that ``kw`` transforms where it has several."""
+    chunks = getattr(a, "chunks", None)
+    if chunks is None or isinstance(a, Tensor):
+        return a
+    nd = len(chunks)
+    if "axes" in kw:
+        axes = range(nd) if kw["axes"] is None else kw["axes"]
+    else:
+        axes = (kw.get("axis", -1),)
+    split = {int(ax) % nd: -1 for ax in axes if len(chunks[int(ax) % nd]) > 1}
+    return a.rechunk(split) if split else a
+
+
+_RECORDED: dict[tuple[int, str], Any] = {}
+
+
+def _recorded_dask(xp: Any, base: Any, name: str) -> Any:
+    """The recording (xg.jit) form of ``base.fft.<name>`` after :func:`_whole`, for Dask's ``base``."""
+    key = (id(xp), name)
+    fn = _RECORDED.get(key)
+    if fn is None:
+        transform = getattr(base.fft, name)
+
+        def whole_then(a: Any, **kw: Any) -> Any:
+            return transform(_whole(a, kw), **kw)
+
+        fn = _RECORDED[key] = recorded(whole_then, f"fft.{name}", xp)
+    return fn
+
+
 # ---------------------------------------------------------------- complex-to-complex
 def _fft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
     ax = _ax(x, axis)
-    return _resize(xp, xp.fft.ifft(g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
+    return _resize(xp, _call(xp, "ifft", g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
 
 
 def _ifft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
     ax = _ax(x, axis)
-    return _resize(xp, xp.fft.fft(g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
+    return _resize(xp, _call(xp, "fft", g, axis=ax, norm=_SWAP[norm]), ax, int(x.shape[ax]))
 
 
 def _fftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
-    return _resize_to(xp, xp.fft.ifftn(g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
+    return _resize_to(xp, _call(xp, "ifftn", g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
 
 
 def _ifftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
-    return _resize_to(xp, xp.fft.fftn(g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
+    return _resize_to(xp, _call(xp, "fftn", g, axes=axes, norm=_SWAP[norm]), axes, x.shape)
 
 
 # ---------------------------------------------------------------- real-to-complex and back
@@ -170,14 +222,14 @@ def _rfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str
     ax = _ax(x, axis)
     m = int(x.shape[ax]) if n is None else n
     # zero-pad the half spectrum to the full one (ifft's n), adjoint of the full fft
-    full = xp.fft.ifft(g, n=m, axis=ax, norm=_SWAP[norm])
+    full = _call(xp, "ifft", g, n=m, axis=ax, norm=_SWAP[norm])
     return _resize(xp, xp.real(full), ax, int(x.shape[ax]))
 
 
 def _irfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str) -> Any:
     ax = _ax(x, axis)
     m = 2 * (int(x.shape[ax]) - 1) if n is None else n
-    half = _double(xp, xp.fft.rfft(g, axis=ax, norm=_SWAP[norm]), ax, m)
+    half = _double(xp, _call(xp, "rfft", g, axis=ax, norm=_SWAP[norm]), ax, m)
     return _resize(xp, half, ax, int(x.shape[ax]))
 
 
@@ -185,7 +237,7 @@ def _hfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: str
     # hfft(x) = irfft(conj(x)) with the norm swapped: the conjugate of irfft's rule
     ax = _ax(x, axis)
     m = 2 * (int(x.shape[ax]) - 1) if n is None else n
-    half = _double(xp, xp.fft.ihfft(g, axis=ax, norm=_SWAP[norm]), ax, m)
+    half = _double(xp, _call(xp, "ihfft", g, axis=ax, norm=_SWAP[norm]), ax, m)
     return _resize(xp, half, ax, int(x.shape[ax]))
 
 
@@ -194,17 +246,17 @@ def _ihfft_vjp(xp: Any, g: Any, ans: Any, x: Any, *, n: Any, axis: int, norm: st
     # real part is that of the fft with the norm swapped back
     ax = _ax(x, axis)
     m = int(x.shape[ax]) if n is None else n
-    full = xp.fft.fft(g, n=m, axis=ax, norm=_SWAP[norm])
+    full = _call(xp, "fft", g, n=m, axis=ax, norm=_SWAP[norm])
     return _resize(xp, xp.real(full), ax, int(x.shape[ax]))
 
 
 def _rfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
-    full = xp.fft.ifftn(g, s=s, axes=axes, norm=_SWAP[norm])  # s pads the half axis
+    full = _call(xp, "ifftn", g, s=s, axes=axes, norm=_SWAP[norm])  # s pads the half axis
     return _resize_to(xp, xp.real(full), axes, x.shape)
 
 
 def _irfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: str) -> Any:
-    half = _double(xp, xp.fft.rfftn(g, axes=axes, norm=_SWAP[norm]), axes[-1], s[-1])
+    half = _double(xp, _call(xp, "rfftn", g, axes=axes, norm=_SWAP[norm]), axes[-1], s[-1])
     return _resize_to(xp, half, axes, x.shape)
 
 
@@ -213,11 +265,11 @@ def _transform(name: str, vjp: Any, **opts: Any) -> Any:
     of the tangent as JVP, the adjoint as VJP (only the input's shape is kept)."""
 
     def fwd(xp: Any, x: Any, **kw: Any) -> Any:
-        return getattr(xp.fft, name)(x, **kw)
+        return _call(xp, name, x, **kw)
 
     p = primitive(name, fwd, save=(), chapter=_C, **opts)
     p.defvjp(vjp)
-    p.defjvp(lambda xp, t, ans, x, **kw: getattr(xp.fft, name)(t, **kw))
+    p.defjvp(lambda xp, t, ans, x, **kw: _call(xp, name, t, **kw))
     return p
 
 

@@ -115,6 +115,15 @@ def _nvidia_gpu() -> str | None:
     return None
 
 
+def _cupy_extra() -> str:
+    """The CuPy extra for this machine's driver: ``cupy13`` (cupy-cuda13x) where nvidia-smi
+    reports CUDA 13 or newer, ``cupy`` (cupy-cuda12x) otherwise."""
+    smi = shutil.which("nvidia-smi")
+    out = subprocess.run([smi], capture_output=True, text=True, timeout=60, check=False).stdout if smi else ""
+    m = re.search(r"CUDA Version:\s*(\d+)", out)
+    return "cupy13" if m and int(m.group(1)) >= 13 else "cupy"
+
+
 def _check_imports(session: nox.Session, backends: list[str]) -> None:
     """Fail early, and clearly, when an installed backend does not import.
 
@@ -231,7 +240,8 @@ def tests(session: nox.Session, backend: str) -> None:
         reason = _nvidia_gpu()
         if reason is not None:
             session.skip(f"cupy needs an NVIDIA GPU with CUDA: {reason}")
-    _install(session, f".[test,{EXTRA[backend]}]")
+    extra = _cupy_extra() if backend == "cupy" else EXTRA[backend]
+    _install(session, f".[test,{extra}]")
     _check_imports(session, [backend])
     session.run(*PYTEST, *session.posargs, env={**PYTEST_ENV, "XPGRAD_BACKENDS": _fixture([backend])})
 
@@ -386,13 +396,13 @@ def constraints(session: nox.Session) -> None:
     """Write .ci/constraints.txt anew: the newest versions that install today, torch kept.
 
     A fresh venv gets everything CI and the other sessions install (every extra but
-    cupy, the build tools, hatchling, nox) with no constraints but the torch pin read
+    the cupy ones, the build tools, hatchling, nox) with no constraints but the torch pin read
     from the current file (edit that line to move torch), and the file becomes its
     ``pip freeze``. Run it on a machine like CI's: elsewhere ``torch==2.13.0`` comes from
     PyPI with its CUDA packages, and they would be pinned too.
     """
     torch = _pinned("torch")
-    extras = ",".join(name for name in PYPROJECT["project"]["optional-dependencies"] if name != "cupy")
+    extras = ",".join(name for name in PYPROJECT["project"]["optional-dependencies"] if not name.startswith("cupy"))
     session.install(f".[{extras}]", *DIST_TOOLS, *PYPROJECT["build-system"]["requires"], "nox", f"torch=={torch}")
     freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     name = canonicalize_name(PYPROJECT["project"]["name"])

@@ -9,7 +9,11 @@
 # Environment: PYTHON (default python3), VENV (default .venv-gpu),
 #   TORCH_INDEX: a PyTorch wheel index for a specific CUDA version, e.g.
 #   https://download.pytorch.org/whl/cu126 (default: PyPI, whose Linux x86-64 torch
-#   wheels are CUDA builds), PYTEST_ARGS (extra pytest arguments, e.g. "-x").
+#   wheels are CUDA builds), PYTEST_ARGS (extra pytest arguments, e.g. "-x" or "-n 8"),
+#   JUNIT (the suite's JUnit XML file, default gpu-check.xml; summarized per backend by
+#   scripts/junit_summary.py at the end, every failure on one line).
+# The CuPy extra follows the driver: xpgrad[cupy13] (cupy-cuda13x) where nvidia-smi reports
+# CUDA 13 or newer, xpgrad[cupy] (cupy-cuda12x) otherwise.
 #
 # On a machine without network access that already has CUDA builds of torch and CuPy
 # (any CUDA version) and pytest, hypothesis, pytest-xdist, scikit-learn:
@@ -23,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv-gpu}
+JUNIT=${JUNIT:-gpu-check.xml}
 # the torch CI tests (pyproject.toml's extra gives only a lower bound)
 TORCH_VERSION=$(sed -n 's/^torch==\([0-9.]*\)$/\1/p' .ci/constraints.txt)
 exec > >(tee gpu-check.log) 2>&1
@@ -51,7 +56,9 @@ else
     fi
     # torch is already there (a CUDA build of CI's version, which the constraints
     # accept); everything else at CI's versions too
-    "$PY" -m pip install --quiet -c .ci/constraints.txt -e ".[cupy,torch,test,demo]"
+    CUPY_EXTRA=cupy
+    if nvidia-smi 2>/dev/null | grep -Eq 'CUDA Version: *(1[3-9]|[2-9][0-9])'; then CUPY_EXTRA=cupy13; fi
+    "$PY" -m pip install --quiet -c .ci/constraints.txt -e ".[$CUPY_EXTRA,torch,test,demo]"
 fi
 "$PY" - <<'EOF'
 import cupy, torch, xpgrad
@@ -65,7 +72,10 @@ EOF
 
 status=0
 echo "== test suite on cupy and on torch-CUDA"
-XPGRAD_BACKENDS=cupy,torch_cuda "$PY" -m pytest tests -q -p no:cacheprovider ${PYTEST_ARGS:-} || status=1
+XPGRAD_BACKENDS=cupy,torch_cuda "$PY" -m pytest tests -q -p no:cacheprovider --tb=line --junitxml "$JUNIT" ${PYTEST_ARGS:-} || status=1
+
+echo "== summary of $JUNIT"
+"$PY" scripts/junit_summary.py "$JUNIT" || status=1
 
 echo "== smoke checks: cupy, torch-cuda, demo"
 "$PY" scripts/gpu_smoke.py || status=1

@@ -116,22 +116,54 @@ def _selected() -> list[str]:
     return list(_MODULES)
 
 
+def _nvidia_gpus() -> str:
+    """The NVIDIA GPUs the kernel driver reports ("2 NVIDIA GPU(s)"), or "" where there are none.
+
+    Read from the driver's files, not from a CUDA library: a GPU that CuPy or torch cannot
+    use (a CuPy for another CUDA version, a driver too old for the build) is still found,
+    so the fixtures fail loudly there instead of skipping.
+    """
+    from pathlib import Path
+
+    gpus = Path("/proc/driver/nvidia/gpus")
+    n = len(list(gpus.iterdir())) if gpus.is_dir() else 0
+    if n == 0:
+        n = len([p for p in Path("/dev").glob("nvidia[0-9]*")]) if Path("/dev").is_dir() else 0
+    return f"{n} NVIDIA GPU(s)" if n else ""
+
+
 def _load(name: str) -> Backend:
     if name == "cupy":
         try:
             import cupy
-
-            if cupy.cuda.runtime.getDeviceCount() < 1:
-                pytest.skip("cupy: no CUDA GPU on this machine")
-        except Exception as e:  # noqa: BLE001 - any failure to reach a GPU is a skip reason
-            pytest.skip(f"cupy: not usable here ({type(e).__name__}: {e})")
+        except ImportError as e:
+            pytest.skip(f"cupy is not installed ({e}); install xpgrad[cupy] (CUDA 12) or xpgrad[cupy13] (CUDA 13)")
+        gpu = _nvidia_gpus()
+        try:
+            n = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # noqa: BLE001 - CUDA's errors have no common base class
+            if gpu:  # the machine has a GPU and the installed CuPy cannot use it: loud, not a skip
+                pytest.fail(f"cupy: this machine has {gpu} but CuPy {cupy.__version__} cannot use it "
+                            f"({type(e).__name__}: {e}); is it the CuPy for this CUDA driver (cupy-cuda12x or "
+                            "cupy-cuda13x)?", pytrace=False)
+            pytest.skip(f"cupy: no CUDA GPU on this machine ({type(e).__name__}: {e})")
+        if n < 1:
+            if gpu:
+                pytest.fail(f"cupy: this machine has {gpu} but CuPy {cupy.__version__} sees no device", pytrace=False)
+            pytest.skip("cupy: no CUDA GPU on this machine")
     if name == "torch_cuda":
         try:
             import torch
         except ImportError as e:
             pytest.skip(f"torch_cuda: torch is not installed ({e}); install xpgrad[torch] with a CUDA build")
         if not torch.cuda.is_available():
-            pytest.skip("torch_cuda: no CUDA device here (torch.cuda.is_available() is False)")
+            gpu = _nvidia_gpus()
+            if gpu and torch.version.cuda is not None:  # a CUDA build on a GPU machine that cannot use it
+                pytest.fail(f"torch_cuda: this machine has {gpu} but torch {torch.__version__} (CUDA "
+                            f"{torch.version.cuda}) cannot use it (torch.cuda.is_available() is False); "
+                            "is the driver older than the build's CUDA?", pytrace=False)
+            why = "torch is a CPU build" if torch.version.cuda is None else "no CUDA device here"
+            pytest.skip(f"torch_cuda: {why} (torch {torch.__version__}, torch.cuda.is_available() is False)")
         return Backend("torch", importlib.import_module(_MODULES[name]), device="cuda:0")
     if name == "strict_device1":
         import array_api_strict

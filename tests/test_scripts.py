@@ -54,3 +54,31 @@ def test_gpu_check_script_is_valid_bash_and_reads_the_torch_pin() -> None:
                          capture_output=True, text=True).stdout.strip()
     assert re.fullmatch(r"\d+\.\d+\.\d+", pin), pin
     assert f"torch=={pin}" in constraints.read_text(encoding="utf-8").splitlines()
+
+
+def test_junit_summary_counts_per_backend(tmp_path: Any) -> None:
+    """scripts/junit_summary.py: the per-backend table and one line per failure, from the
+    JUnit file of a real pytest run (gpu_check.sh's summary of a GPU run)."""
+    import sys
+
+    test = tmp_path / "test_fake.py"
+    test.write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('backend', ['cupy', 'torch_cuda'])\n"
+        "@pytest.mark.parametrize('case', ['sin', 'cos'])\n"
+        "def test_op(backend, case):\n"
+        "    assert not (backend == 'cupy' and case == 'cos'), 'cupy cos differs'\n"
+        "@pytest.mark.xfail(strict=True, reason='a known limit')\n"
+        "@pytest.mark.parametrize('backend', ['torch_cuda'])\n"
+        "def test_known(backend):\n"
+        "    raise ValueError\n"
+    )
+    xml = tmp_path / "out.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                    f"--junitxml={xml}", str(test)], capture_output=True, text=True, check=False, cwd=tmp_path)
+    summary = load_script("scripts/junit_summary.py")
+    table, problems = summary.summarize(str(xml))
+    assert "| cupy | 1 | 1 | 0 | 0 | 0 |" in table, table
+    assert "| torch_cuda | 2 | 0 | 0 | 1 | 0 |" in table, table
+    assert len(problems) == 1 and "test_op[cos-cupy]" in problems[0] and "cupy cos differs" in problems[0], problems
+    assert summary.main([str(xml)]) == 1

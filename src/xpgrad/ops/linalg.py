@@ -48,6 +48,7 @@ from ._common import Array, Tensor, apply, composite, conj, is_complex, primitiv
 from ._registry import Chapter
 from .elementwise import abs as _abs
 from .linear_algebra import matmul, matrix_transpose, tensordot, vecdot
+from .manipulation import broadcast_shapes
 from .manipulation import reshape as _reshape
 from .statistical import max as _max
 from .statistical import min as _min
@@ -131,14 +132,37 @@ def _row(xp: Any, v: Any) -> Any:
     return xp.expand_dims(v, axis=-2)
 
 
+def _solve(xp: Any, a: Any, b: Any) -> Any:
+    """``xp.linalg.solve(a, b)`` as the standard defines it, on every library.
+
+    ``b`` of shape ``(M,)`` is one vector, solved against every matrix of ``a``'s stack;
+    otherwise ``b`` is a stack of ``(M, K)`` matrices whose batch axes broadcast against
+    ``a``'s. CuPy's solve broadcasts nothing (``cupy.linalg.solve`` requires
+    ``a.shape[:-1] == b.shape[:a.ndim - 1]``), so a 1-D ``b`` against a stack and unequal
+    batch axes are made explicit here; equal batch axes go straight to the library.
+    """
+    if b.ndim == 1:
+        if a.ndim == 2:
+            return xp.linalg.solve(a, b)
+        return _solve(xp, a, _col(xp, b))[..., 0]
+    ba, bb = tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    if ba != bb:
+        batch = broadcast_shapes(ba, bb)
+        if batch != ba:
+            a = xp.broadcast_to(a, (*batch, *a.shape[-2:]))
+        if batch != bb:
+            b = xp.broadcast_to(b, (*batch, *b.shape[-2:]))
+    return xp.linalg.solve(a, b)
+
+
 def _right_solve(xp: Any, b: Any, a: Any) -> Any:
     """``b @ inv(a)``."""
-    return xp.matrix_transpose(xp.linalg.solve(xp.matrix_transpose(a), xp.matrix_transpose(b)))
+    return xp.matrix_transpose(_solve(xp, xp.matrix_transpose(a), xp.matrix_transpose(b)))
 
 
 def _right_solve_h(xp: Any, b: Any, a: Any) -> Any:
     """``b @ inv(a)^H``."""
-    return _mH(xp, xp.linalg.solve(a, _mH(xp, b)))
+    return _mH(xp, _solve(xp, a, _mH(xp, b)))
 
 
 def _im_part(xp: Any, z: Any) -> Any:
@@ -176,7 +200,7 @@ def _det_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 @op.function(fwd=lambda xp, x: xp.linalg.det(x), vjp=(_det_vjp,),
-             jvp=(lambda xp, t, ans, x: ans * _trace(xp, xp.linalg.solve(x, t)),), save=(0,), save_ans=True)
+             jvp=(lambda xp, t, ans, x: ans * _trace(xp, _solve(xp, x, t)),), save=(0,), save_ans=True)
 def det(x: Array, /) -> Array:
     """The determinant of each square matrix.
 
@@ -207,7 +231,7 @@ def _slogdet_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 def _slogdet_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
-    d = _trace(xp, xp.linalg.solve(x, t))
+    d = _trace(xp, _solve(xp, x, t))
     if is_complex(d):
         return ans[0] * _im_part(xp, d), xp.real(d)
     return None, d
@@ -236,8 +260,8 @@ def slogdet(x: Array, /) -> SlogdetResult:
 # ---------------------------------------------------------------- solve
 def _solve_gb(xp: Any, g: Any, a: Any, vec: bool) -> Any:
     if vec:
-        return xp.linalg.solve(_mH(xp, a), _col(xp, g))[..., 0]
-    return xp.linalg.solve(_mH(xp, a), g)
+        return _solve(xp, _mH(xp, a), _col(xp, g))[..., 0]
+    return _solve(xp, _mH(xp, a), g)
 
 
 def _solve_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
@@ -254,12 +278,12 @@ def _solve_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
 
 def _solve_jvp_x1(xp: Any, t: Any, ans: Any, x1: Any, x2: Any) -> Any:
     if x2.ndim == 1:
-        return -xp.linalg.solve(x1, t @ _col(xp, ans))[..., 0]
-    return -xp.linalg.solve(x1, t @ ans)
+        return -_solve(xp, x1, t @ _col(xp, ans))[..., 0]
+    return -_solve(xp, x1, t @ ans)
 
 
-@op.function(fwd=lambda xp, x1, x2: xp.linalg.solve(x1, x2), vjp=(_solve_vjp_x1, _solve_vjp_x2),
-             jvp=(_solve_jvp_x1, lambda xp, t, ans, x1, x2: xp.linalg.solve(x1, t)), arrays=2, save=(0,), save_ans=True)
+@op.function(fwd=lambda xp, x1, x2: _solve(xp, x1, x2), vjp=(_solve_vjp_x1, _solve_vjp_x2),
+             jvp=(_solve_jvp_x1, lambda xp, t, ans, x1, x2: _solve(xp, x1, t)), arrays=2, save=(0,), save_ans=True)
 def solve(x1: Array, x2: Array, /) -> Array:
     """The solution ``X`` of ``x1 @ X = x2`` (``x2`` of shape ``(M,)`` is one vector).
 
@@ -279,14 +303,14 @@ def _cholesky_vjp(xp: Any, g: Any, ans: Any, x: Any, *, upper: bool = False) -> 
     p = xp.tril(_mH(xp, low) @ gl)
     p = 0.5 * (p + _mH(xp, xp.tril(p, k=-1)))
     lh = _mH(xp, low)
-    y = xp.linalg.solve(lh, p)
-    return _mH(xp, xp.linalg.solve(lh, _mH(xp, y)))
+    y = _solve(xp, lh, p)
+    return _mH(xp, _solve(xp, lh, _mH(xp, y)))
 
 
 def _cholesky_jvp(xp: Any, t: Any, ans: Any, x: Any, *, upper: bool = False) -> Any:
     low = _mH(xp, ans) if upper else ans
-    z = xp.linalg.solve(low, t)
-    s = _mH(xp, xp.linalg.solve(low, _mH(xp, z)))  # L^{-1} dA L^{-H}
+    z = _solve(xp, low, t)
+    s = _mH(xp, _solve(xp, low, _mH(xp, z)))  # L^{-1} dA L^{-H}
     phi = xp.tril(s, k=-1) + 0.5 * (xp.tril(s) - xp.tril(s, k=-1))
     dl = low @ phi
     return _mH(xp, dl) if upper else dl
@@ -387,7 +411,7 @@ def _eig_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
     lam, v = ans
     vh = _mH(xp, v)
     if gv is None:
-        return xp.linalg.solve(vh, _col(xp, gl) * vh)
+        return _solve(xp, vh, _col(xp, gl) * vh)
     m = vh @ gv
     # project onto the tangent space of matrices with unit-norm columns
     m = m - vh @ (v * _row(xp, xp.real(xp.linalg.diagonal(m))))
@@ -396,12 +420,12 @@ def _eig_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
     inner = m / (_row(xp, lc) - _col(xp, lc) + eye)
     if gl is not None:
         inner = inner - inner * eye + _diag_embed(xp, gl)
-    return xp.linalg.solve(vh, inner @ vh)
+    return _solve(xp, vh, inner @ vh)
 
 
 def _eig_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     lam, v = ans
-    dp = xp.linalg.solve(v, _like_complex(xp, t, v) @ v)
+    dp = _solve(xp, v, _like_complex(xp, t, v) @ v)
     eye = _eye(xp, lam, lam.shape[-1])
     c = dp / (_row(xp, lam) - _col(xp, lam) + eye)
     c = c - c * eye
@@ -433,12 +457,12 @@ def eig(x: Array, /) -> EigResult:
 def _eigvals_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
     _, v = xp.linalg.eig(x)
     vh = _mH(xp, v)
-    return xp.linalg.solve(vh, _col(xp, g) * vh)
+    return _solve(xp, vh, _col(xp, g) * vh)
 
 
 def _eigvals_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     _, v = xp.linalg.eig(x)
-    return xp.linalg.diagonal(xp.linalg.solve(v, _like_complex(xp, t, v) @ v))
+    return xp.linalg.diagonal(_solve(xp, v, _like_complex(xp, t, v) @ v))
 
 
 @op.function(fwd=lambda xp, x: xp.linalg.eigvals(x), vjp=(_eigvals_vjp,), jvp=(_eigvals_jvp,), save=(0,))

@@ -94,7 +94,7 @@ def _contracted(axes: int | tuple[Sequence[int], Sequence[int]], nd1: int, nd2: 
 
 
 def _td(xp: Any, a: Any, b: Any, ax_a: list[int], ax_b: list[int]) -> Any:
-    return xp.tensordot(a, b, axes=(ax_a, ax_b) if ax_a else 0)
+    return xp.tensordot(a, b, axes=(tuple(ax_a), tuple(ax_b)) if ax_a else 0)
 
 
 def _back_to(xp: Any, r: Any, order: list[int]) -> Any:
@@ -123,7 +123,9 @@ def _tensordot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axes: Any 
 def _tensordot_fwd(xp: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
     if not isinstance(axes, int):  # non-negative: Dask miscomputes negative pairs
         c1, c2 = _contracted(axes, x1.ndim, x2.ndim)
-        axes = (c1, c2)
+        # no contracted axes is axes=0: CuPy takes a 0-d input only with axes 0 or ((), ()),
+        # and refuses ([], []) (cupy.tensordot: "An input is zero-dim while axes has dimensions")
+        axes = (tuple(c1), tuple(c2)) if c1 else 0
     return xp.tensordot(x1, x2, axes=axes)
 
 

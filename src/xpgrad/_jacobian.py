@@ -41,6 +41,11 @@ def jacobian(
     ``S + T`` (as in JAX); for pytrees it is nested: output structure, then (a tuple
     over ``argnums`` when a sequence, then) argument structure.
 
+    As under :func:`xpgrad.grad`, the positional arguments not in ``argnums`` are
+    constants (raw arrays among them reach ``f`` as constant Tensors, so ``f`` may take
+    its namespace from any of them), and each block comes back as its argument's type:
+    a Tensor for a Tensor, the caller's array for a raw array.
+
     Args:
         f: a function of arrays returning an array or a list/tuple/dict of arrays.
         argnums: an int, or a sequence of ints.

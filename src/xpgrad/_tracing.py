@@ -92,6 +92,11 @@ class Trace:
         self.namespace: list[Any] = []  # slot -> the witness's backend namespace
         self.inputs: list[int] = []
         self.stateful = False  # a call that must run at every replay and differs each time (random)
+        # slots whose values vary from call to call: the inputs, random draws, and what is computed
+        # from them. The others are constants of the program (made from Python values, closures'
+        # arrays): their values are the same at every call, so Python may read them, as JAX reads
+        # a concrete array under jax.jit (SciPy's `if xp.any(order != xp.round(order))`)
+        self.varying: set[int] = set()
 
     def forget(self) -> None:
         """Drop the witnesses (the first call's values), keeping each tracer's shape, dtype and device."""
@@ -113,7 +118,32 @@ class Trace:
     def input(self, w: Any, xp: Any, what: str) -> Tracer:
         t = self.new(w, xp, what)
         self.inputs.append(t._i)
+        self.varying.add(t._i)
         return t
+
+    def write(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], target: Tracer) -> None:
+        """Record ``fn(*args, **kwargs)``, a call made for its effect: it updates ``target`` in place."""
+        self.instructions.append(Instruction(fn, name, args, kwargs, [], False, target._i))
+        self.written(target, _tracers_in((args, kwargs)))
+
+    def written(self, target: Tracer, ts: list[Tracer]) -> None:
+        """``target`` was written with the values of ``ts``: if one varies, ``target`` does, and
+        so do the constants that may share its memory (views of it, or it of them)."""
+        v = self.varying
+        if target._i in v or not any(t._i in v for t in ts):
+            return
+        v.add(target._i)
+        w = target._w
+        from .autograd._alias import may_alias
+
+        for i, o in enumerate(self.witness):
+            if i not in v and o is not None and type(o) is not _Meta and may_alias(o, w):
+                v.add(i)
+
+    def varies(self, ts: list[Tracer]) -> bool:
+        """Whether one of the traced arrays ``ts`` varies from call to call (see ``varying``)."""
+        v = self.varying
+        return any(t._i in v for t in ts)
 
     # ------------------------------------------------------------------ recording
     def call(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], xp: Any,
@@ -135,17 +165,23 @@ class Trace:
             # boolean function of 0-d arrays may return; a new value of the program)
             if a._w is out and not isinstance(out, np.generic):
                 self.instructions.append(Instruction(fn, name, args, kwargs, [], False, a._i))
+                self.written(a, ts)
                 return a
         if _is_array(out):
             t = self.new(out, _namespace_for(out, xp), name)
             self.instructions.append(Instruction(fn, name, args, kwargs, [t._i], False, None))
+            if self.varies(ts):
+                self.varying.add(t._i)
             return t
         if isinstance(out, (tuple, list)) and out and any(_is_array(o) for o in out):
             if not all(_is_array(o) for o in out):
                 msg = f"jit: {name} returned a sequence of arrays and other values, which xpgrad cannot trace"
                 raise ConcretizationError(msg)
+            vary = self.varies(ts)
             ts = [self.new(o, _namespace_for(o, xp), name) for o in out]
             self.instructions.append(Instruction(fn, name, args, kwargs, [t._i for t in ts], True, None))
+            if vary:
+                self.varying.update(t._i for t in ts)
             if hasattr(out, "_make"):  # a named tuple (eigh, svd, slogdet...)
                 return type(out)._make(ts)
             return type(out)(ts) if isinstance(out, list) else tuple(ts)
@@ -165,6 +201,7 @@ class Trace:
         self.stateful = True
         t = self.new(out, _namespace_for(out, xp), name)
         self.instructions.append(Instruction(fn, name, (), {}, [t._i], False, None))
+        self.varying.add(t._i)
         return t
 
 
@@ -259,6 +296,23 @@ _DTYPE_QUERIES = frozenset({"result_type", "can_cast", "finfo", "iinfo", "isdtyp
 _NAMESPACES: dict[int, TracingNamespace] = {}
 
 
+class _TracedInfo:
+    """A backend's ``__array_namespace_info__()`` as a traced program sees it: its capabilities
+    without boolean indexing and data-dependent shapes (their results' shapes vary per call)."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+
+    def capabilities(self) -> dict[str, Any]:
+        out = dict(self._base.capabilities())
+        out["boolean indexing"] = False
+        out["data-dependent shapes"] = False
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+
 def _static_arg(a: Any) -> Any:
     if type(a) is Tracer:
         w = a._w
@@ -297,6 +351,14 @@ class TracingNamespace(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         base = self.__dict__["_base"]
         v = getattr(base, name)
+        if name == "__array_namespace_info__" and callable(v):
+            # (what a traced program can do: no boolean indexing, no data-dependent shapes, as
+            # under jax.jit; array-api-extra and SciPy then take their where-based paths)
+            def info() -> _TracedInfo:
+                return _TracedInfo(v())
+
+            self.__dict__[name] = info
+            return info
         if name in _DTYPE_QUERIES and callable(v):
             # (static, not recorded: a traced array is asked as the array it stands for)
             q = _dtype_query(v, name)
@@ -333,9 +395,9 @@ def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
         tr = ts[0]._t if ts else TRACE.get()
         if tr is None:  # (a tracing namespace used after its trace): no recording
             return fn(*args, **kwargs)
-        if data_shaped and ts:
+        if data_shaped and ts and not all(_fixed(t) for t in ts):
             raise _concrete(ts[0], f"{name}()", shape=True)
-        if is_repeat and len(args) > 1 and type(args[1]) is Tracer:
+        if is_repeat and len(args) > 1 and type(args[1]) is Tracer and not _fixed(args[1]):
             raise _concrete(args[1], "repeat() by an array of repeats", shape=True)
         return tr.call(fn, qual, args, kwargs, ns, ts)
 
@@ -580,29 +642,42 @@ class Tracer:
         return tracing_namespace(self._ns())
 
     # ---------------------------------------------------------------- value reads: refused
+    # ---------------------------------------------------------------- value reads: refused where the value varies
+    def _constant(self, what: str) -> Any:
+        """The witness, where this value is a constant of the program (the same at every call);
+        else the ConcretizationError naming ``what`` and the line."""
+        w = self._w
+        if self._i in self._t.varying or type(w) is _Meta:
+            raise _concrete(self, what)
+        return w
+
     def __bool__(self) -> bool:
-        raise _concrete(self, "bool() (an if, while, and/or or assert on an array)")
+        return bool(self._constant("bool() (an if, while, and/or or assert on an array)"))
 
     def __float__(self) -> float:
-        raise _concrete(self, "float()")
+        return float(self._constant("float()"))
 
     def __int__(self) -> int:
-        raise _concrete(self, "int()")
+        return int(self._constant("int()"))
 
     def __complex__(self) -> complex:
-        raise _concrete(self, "complex()")
+        return complex(self._constant("complex()"))
 
     def __index__(self) -> int:
-        raise _concrete(self, "use as a Python index (__index__)")
+        return operator.index(self._constant("use as a Python index (__index__)"))
 
     def item(self) -> Any:
-        raise _concrete(self, "item()")
+        w = self._constant("item()")
+        return w.item() if hasattr(w, "item") else _to_numpy(w).item()
 
     def tolist(self) -> Any:
-        raise _concrete(self, "tolist()")
+        w = self._constant("tolist()")
+        return w.tolist() if hasattr(w, "tolist") else _to_numpy(w).tolist()
 
-    def __array__(self, *a: Any, **k: Any) -> Any:
-        raise _concrete(self, "conversion to a NumPy array (__array__)")
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        # (a copy: a write into it must not reach the program's constant)
+        out = _to_numpy(self._constant("conversion to a NumPy array (__array__)"))
+        return np.array(out, dtype=dtype, copy=True)
 
     def __dlpack__(self, *a: Any, **k: Any) -> Any:
         raise _concrete(self, "export by DLPack (__dlpack__)")
@@ -735,7 +810,7 @@ class Tracer:
         return None
 
     def numpy(self) -> Any:
-        raise _concrete(self, "numpy()")
+        return np.array(_to_numpy(self._constant("numpy()")), copy=True)
 
     def sum(self, *args: Any, **kwargs: Any) -> Any:
         """The array's own ``sum`` (NumPy, torch, JAX, Dask), else the namespace's (``Tensor.sum``'s signature)."""
@@ -823,7 +898,8 @@ class Tracer:
         ts = _tracers_in((args, kwargs))
         fname = getattr(func, "__name__", "function")
         name = f"numpy.{fname}"
-        if fname in _NP_DATA_SHAPED or (fname == "where" and len(args) + len(kwargs) == 1):
+        if (fname in _NP_DATA_SHAPED or (fname == "where" and len(args) + len(kwargs) == 1)) and ts \
+                and not all(_fixed(t) for t in ts):
             raise _concrete(ts[0] if ts else self, f"{name}()", shape=True)
         if all(_numpy_like(t._w, "__array_function__") for t in ts):
             return _call_external(func, name, args, kwargs, ts)
@@ -857,10 +933,9 @@ class Tracer:
             new = _functional_set(w, wkey, wval)
             self._w = new
             self._t.witness[self._i] = new
-            self._t.instructions.append(Instruction(_functional_set, "setitem (functional update)", (self, key, value),
-                                                    {}, [], False, self._i))
+            self._t.write(_functional_set, "setitem (functional update)", (self, key, value), {}, self)
             return
-        self._t.instructions.append(Instruction(operator.setitem, "setitem", (self, key, value), {}, [], False, self._i))
+        self._t.write(operator.setitem, "setitem", (self, key, value), {}, self)
 
 
 # ---------------------------------------------------------------- calls beyond the namespace: methods, NumPy's and torch's functions
@@ -982,7 +1057,7 @@ def _call_external(fn: Any, name: str, args: Any, kwargs: dict[str, Any], ts: li
         first = args[0] if args else None
         if type(first) is not Tracer:
             raise _concrete(t0, f"{name}(), which writes into an array that is not a value of the program")
-        tr.instructions.append(Instruction(fn, name, tuple(args), kwargs, [], False, first._i))
+        tr.write(fn, name, tuple(args), kwargs, first)
         return None
     if _holds_array(out):
         return tr.record(fn, name, tuple(args), kwargs, out, t0._ns(), ts)
@@ -990,6 +1065,18 @@ def _call_external(fn: Any, name: str, args: Any, kwargs: dict[str, Any], ts: li
     if name in _STATIC_CALLS or short in _STATIC_CALLS or not isinstance(out, (*_VALUE_TYPES, bool, int, list, str, dict)):
         return out  # (a static fact: a shape, a dtype, a device, a size)
     raise _concrete(t0, f"{name}(), which gives a Python value,")
+
+
+def _to_numpy(w: Any) -> Any:
+    """A constant's witness as NumPy (array-api-strict's through DLPack or its NumPy array, Dask's computed)."""
+    if isinstance(w, (np.ndarray, np.generic)):
+        return w
+    if hasattr(w, "compute"):
+        return np.asarray(w.compute())
+    inner = getattr(w, "_array", None)  # (array-api-strict's NumPy array, on any of its devices)
+    if isinstance(inner, (np.ndarray, np.generic)):
+        return inner
+    return np.asarray(w)
 
 
 def _immutable(w: Any) -> bool:
@@ -1016,10 +1103,17 @@ def rebinds(x: Instruction) -> bool:
     return x.writes is not None and getattr(x.fn, "rebinds", False) is True
 
 
+def _fixed(t: Tracer) -> bool:
+    """Whether the values of ``t`` are fixed in the program, so that a shape computed from them
+    (a mask's selection, ``nonzero``) is too: a constant of the program, except on JAX, whose
+    program runs under ``jax.jit``, where every value of the program is traced."""
+    return t._i not in t._t.varying and not array_api_compat.is_jax_array(t._w)
+
+
 def _check_key(key: Any, what: str) -> None:
     keys = key if isinstance(key, tuple) else (key,)
     for k in keys:
         dt = getattr(k, "dtype", None)
         # (a mask that is a constant of the program is fine: its result's shape is fixed too)
-        if dt is not None and type(k) is Tracer and "bool" in str(dt):
+        if dt is not None and type(k) is Tracer and "bool" in str(dt) and not _fixed(k):
             raise _concrete(k, f"{what} by a boolean mask", shape=True)

@@ -591,3 +591,30 @@ def test_scipy_and_sklearn_transforms(
     if res.startswith("skip:"):
         pytest.skip(res[5:].strip())
     assert res == "ok", f"{name} under {transform} on {backend_name}: {res}"
+
+
+def test_docs_table_lists_every_case_under_every_transform() -> None:
+    """docs/third-party.md carries the generated table: a row per case, a column per transform."""
+    from ._util import load_script
+
+    script = load_script("scripts/third_party_table.py")
+    text = (ROOT / "docs" / "third-party.md").read_text()
+    assert script.START in text and script.END in text, "docs/third-party.md lacks the table's markers"
+    table = text.split(script.START, 1)[1].split(script.END, 1)[0]
+    headers = [line for line in table.splitlines() if line.startswith("| function |")]
+    assert len(headers) == 1, "the table is not generated: run scripts/third_party_table.py"
+    assert [h.strip() for h in headers[0].strip("|").split("|")][1:-1] == [h for _, h in script.COLUMNS]
+    rows = {line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")}
+    assert rows == set(SCIPY_CASES) | {f"xpx.{n}" for n in XPX}
+
+
+def test_docs_table_labels_the_failure_classes() -> None:
+    """The table's script names a failing cell's class from its message (and 'other' when it cannot)."""
+    from ._util import load_script
+
+    label = load_script("scripts/third_party_table.py").label
+    assert label("stats.zscore", "numpy", "ConcretizationError: .data: this value is batched by vmap") == "vmap-ns"
+    assert label("sklearn.Ridge", "jax", "TypeError: JAX arrays are immutable") == "sklearn-jax"
+    assert label("stats.moment", "torch", "ConcretizationError: jit(f): bool() (an if, while, ...") == "data-branch"
+    assert label("fft.rfft", "dask", "ValueError: Dask array only supports taking an FFT along ...") == "dask-fft"
+    assert label("cov", "numpy", "AssertionError: numbers differ") == "other"

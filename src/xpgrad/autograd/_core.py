@@ -34,7 +34,16 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._dispatch import _CACHE, _TRACING, NUMPY_SCALARS, backend_namespace, check_devices, check_known_shapes, python_scalars
+from .._dispatch import (
+    _CACHE,
+    _TRACING,
+    NUMPY_SCALARS,
+    SCALAR_PRIMITIVES,
+    backend_namespace,
+    check_devices,
+    check_known_shapes,
+    python_scalars,
+)
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
 from .._policy import check_device_has_dtypes
@@ -413,7 +422,8 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             return apply2(prim, args[0], _NOARG, kw)
         if n == 2:
             return apply2(prim, args[0], args[1], kw)
-    args = python_scalars(args)  # (NumPy scalars next to arrays are Python scalars)
+    if prim in SCALAR_PRIMITIVES:  # (where, clip: NumPy scalars next to arrays are Python scalars)
+        args = python_scalars(args)
     if _vmap_open:
         for a in args:
             if isinstance(a, Batched):
@@ -497,7 +507,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     one = b is _NOARG
     if not prim.fast:
         return apply(prim, (a,) if one else (a, b), kw)
-    if not one and (type(b) in NUMPY_SCALARS or type(a) in NUMPY_SCALARS):
+    if not one and (type(b) in NUMPY_SCALARS or type(a) in NUMPY_SCALARS) and prim in SCALAR_PRIMITIVES:
         a, b = python_scalars((a, b))  # (NumPy scalars next to arrays are Python scalars)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
         return _vmap_apply(prim, (a,) if one else (a, b), kw)

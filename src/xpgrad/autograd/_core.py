@@ -507,10 +507,9 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     one = b is _NOARG
     if not prim.fast:
         return apply(prim, (a,) if one else (a, b), kw)
-    if not one and (type(b) in NUMPY_SCALARS or type(a) in NUMPY_SCALARS) and prim in SCALAR_PRIMITIVES:
-        a, b = python_scalars((a, b))  # (NumPy scalars next to arrays are Python scalars)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
-        return _vmap_apply(prim, (a,) if one else (a, b), kw)
+        args = (a,) if one else (a, b)
+        return _vmap_apply(prim, python_scalars(args) if prim in SCALAR_PRIMITIVES else args, kw)
     if isinstance(a, Tensor):
         da = a.data
         rg = a._requires_grad
@@ -533,6 +532,14 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
                 rg = True
         else:
             db = b
+        # (a raw NumPy scalar next to an array is a Python scalar, where the standard takes one)
+        if ((da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS)) and (
+                prim in SCALAR_PRIMITIVES):
+            a, b = python_scalars((a, b))
+            if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
+                da = a
+            if not isinstance(b, Tensor):
+                db = b
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
             xp = backend_namespace(da, db, func=prim.name)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
-    "NUMPY_SCALARS", "array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "default_namespace",
+    "NUMPY_SCALARS", "SCALAR_PRIMITIVES", "array_namespace", "backend_namespace", "check_devices", "check_known_shapes", "default_namespace",
     "public_namespace", "python_scalar", "python_scalars", "set_bound_namespace", "set_default_namespace",
     "set_tensor_type", "tensor_namespace",
 ]
@@ -139,6 +139,13 @@ def _resolve(arrays: list[Any], func: str) -> ModuleType:
 
 _Tracer = _tracing.Tracer
 _tracing.set_resolver(lambda *ws: _resolve(list(ws), "jit"))
+
+
+#: the primitives whose arguments may be Python scalars, as the standard's binary elementwise
+#: functions, ``where`` and ``clip`` (every pointwise primitive of two or more arguments: the
+#: registry adds them): there a NumPy scalar next to an array is a Python scalar. Elsewhere a
+#: NumPy scalar is what NumPy made it, a 0-d array (an index from NumPy's own indexing).
+SCALAR_PRIMITIVES: set[Any] = set()
 
 
 def python_scalar(x: Any) -> Any:

@@ -34,7 +34,16 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._dispatch import _CACHE, _TRACING, NUMPY_SCALARS, backend_namespace, check_devices, check_known_shapes, python_scalars
+from .._dispatch import (
+    _CACHE,
+    _TRACING,
+    NUMPY_SCALARS,
+    SCALAR_PRIMITIVES,
+    backend_namespace,
+    check_devices,
+    check_known_shapes,
+    python_scalars,
+)
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
 from .._policy import check_device_has_dtypes
@@ -413,7 +422,8 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             return apply2(prim, args[0], _NOARG, kw)
         if n == 2:
             return apply2(prim, args[0], args[1], kw)
-    args = python_scalars(args)  # (NumPy scalars next to arrays are Python scalars)
+    if prim in SCALAR_PRIMITIVES:  # (where, clip: NumPy scalars next to arrays are Python scalars)
+        args = python_scalars(args)
     if _vmap_open:
         for a in args:
             if isinstance(a, Batched):
@@ -497,10 +507,9 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     one = b is _NOARG
     if not prim.fast:
         return apply(prim, (a,) if one else (a, b), kw)
-    if not one and (type(b) in NUMPY_SCALARS or type(a) in NUMPY_SCALARS):
-        a, b = python_scalars((a, b))  # (NumPy scalars next to arrays are Python scalars)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
-        return _vmap_apply(prim, (a,) if one else (a, b), kw)
+        args = (a,) if one else (a, b)
+        return _vmap_apply(prim, python_scalars(args) if prim in SCALAR_PRIMITIVES else args, kw)
     if isinstance(a, Tensor):
         da = a.data
         rg = a._requires_grad
@@ -523,6 +532,14 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
                 rg = True
         else:
             db = b
+        # (a raw NumPy scalar next to an array is a Python scalar, where the standard takes one)
+        if ((da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS)) and (
+                prim in SCALAR_PRIMITIVES):
+            a, b = python_scalars((a, b))
+            if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
+                da = a
+            if not isinstance(b, Tensor):
+                db = b
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
             xp = backend_namespace(da, db, func=prim.name)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from ..autograd._core import _NOARG, PRIMITIVES, Primitive, apply, apply2, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
@@ -429,6 +430,8 @@ class Chapter:
                 save_ans=bool(save_ans) if save_ans is not None else ans_read,
                 nondiff=nondiff, zero_grad=zero_grad, view=view, chapter=chapter or self.chapter,
             )
+            if n >= 2:  # (its arguments may be Python scalars: NumPy scalars become ones)
+                SCALAR_PRIMITIVES.add(prim)
             if vjps:
                 prim.defvjp(*vjps)
                 prim.defjvp(*jvps)

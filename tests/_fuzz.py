@@ -1321,7 +1321,8 @@ VMAP_EXCLUDED: dict[str, str] = {
 #: ops a backend cannot run (its own limitation), with the reason; the backend fuzz
 #: draws programs without them
 _DASK_FFT = ("dask.array.fft transforms only along an axis held in one chunk, and the fuzz splits every "
-             "axis in two chunks; xpgrad does not rechunk (tests/test_fft.py covers single-chunk Dask arrays)")
+             "axis in two chunks for the raw run; xpgrad's transforms rechunk (tests/test_transform_idioms_bound.py "
+             "checks them on such arrays)")
 _DASK_CHUNKS = "Dask's linalg decompositions need 2-D arrays with square (or single-column) chunks"
 _DASK_SVD = "Dask's svd supports neither full_matrices=True nor batches (svdvals and the 2-norms call it)"
 

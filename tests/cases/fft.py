@@ -27,8 +27,9 @@ Draw = Any
 
 NORMS = ("backward", "ortho", "forward")
 
-_DASK = ("dask.array.fft transforms only along an axis held in one chunk and the harness splits "
-         "every axis in two; xpgrad does not rechunk (no library-specific code in the ops)")
+_DASK = ("the central differences call dask.array.fft on the raw array, which transforms only along an "
+         "axis held in one chunk, and the harness splits every axis in two; xpgrad's transforms rechunk "
+         "(tests/test_transform_idioms_bound.py checks their gradients on such arrays against NumPy's)")
 
 
 # ---------------------------------------------------------------- real <-> complex views

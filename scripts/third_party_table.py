@@ -38,32 +38,23 @@ JAX_COLUMNS = ("jax.vmap_grad", "jax.jacfwd", "jax.hessian", "jax.jit")
 
 # why a cell fails, from its message: (label, substrings any of which marks it, explanation)
 CLASSES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("vmap-ns", ("batched by vmap",),
-     "issue 27: `array_api_compat.array_namespace` of a value batched by `vmap` (and so under `jacfwd`, "
-     "`hessian`) reads `Tensor.data`, which a batched value does not have"),
-    ("data-branch", ("bool() (an if, while", "TracerBoolConversionError"),
-     "limit of tracing: the library branches in Python on a computed value (`if xp.any(...)`, "
-     "scikit-learn's finiteness check); `jax.jit` of the same code fails alike"),
-    ("jit-inplace", ("InPlaceModificationError", "JAX arrays are immutable"),
-     "issue 27: under `jit` a write into a fresh copy is refused as a write into a view, and on JAX the "
-     "program writes into an immutable array"),
-    ("jit-mask", ("indexing by a boolean mask of the traced array",),
-     "issue 27: under `jit` the namespace still reports data-dependent shapes, so array-api-extra indexes by "
-     "a boolean mask, which no trace can follow (`jax.jit` of the same code takes the `where` path and passes)"),
+    ("data-branch", ("bool() (an if, while", "TracerBoolConversionError", "bool: this value is batched by vmap"),
+     "the library branches in Python on a computed value (`if xp.any(...)`, scikit-learn's finiteness "
+     "check), which a traced or batched value cannot answer; `jax.jit` and `jax.vmap` of the same code fail alike"),
+    ("vmap-write", ("an in-place update of a value that does not vary along a vmap level",),
+     "xpgrad gap (follow-up): the library writes a batched value into a fresh unbatched array "
+     "(array-api-extra's `pad`), which `vmap`'s in-place write refuses; `jax.vmap` writes functionally"),
+    ("user-mask", ("a batched boolean mask selects", "indexing by a boolean mask of the traced array"),
+     "the function indexes by a boolean mask of its input (a data-dependent shape); `jax.vmap` and "
+     "`jax.jit` refuse it alike"),
+    ("scipy-numpy", ("conversion to a NumPy array (__array__)", "requires ndarray or scalar arguments"),
+     "under plain `jit` SciPy computes a `scipy.special` function of a namespace it does not know through "
+     "NumPy (on JAX arrays: `jax.scipy`, which takes only JAX arrays); `jit(grad)` works"),
     ("dask-fft", ("only supports taking an FFT",),
-     "issue 27: Dask's FFT wants one chunk along the transformed axis; xpgrad's rule does not rechunk "
-     "where SciPy does"),
-    ("jit-strict", ("result_type() inputs must be",),
-     "issue 27: array-api-strict's `result_type` refuses a value traced by `jit`"),
+     "on the raw Dask array (the central differences, plain `jit`), Dask's FFT wants one chunk along the "
+     "transformed axis; xpgrad's own FFT rules rechunk"),
     ("sklearn-jax", ("sklearn-jax",),
      "scikit-learn does not support JAX arrays (it assigns in place); the raw JAX array fails alike"),
-    ("jit-methods", ("Multiple namespaces", "was given an xpgrad Tensor", "requires ndarray or scalar arguments",
-                     "`condition` must be an Array", "Cannot interpret 'xpgrad.bool'", "not Tracer",
-                     "got <class 'xpgrad._tracing.Tracer'>", "a Tensor came back", "non-scalar array input",
-                     "truth value of a Array", "of the traced array", "only integers, slices", "'Tracer' object",
-                     "is not an array of any array API library"),
-     "issue 27: a value traced by `jit` is not the array eager code sees (its namespace is jit's tracing "
-     "namespace, not the Tensor's)"),
     ("numpy-only", (),
      "`scipy.signal.convolve` computes in NumPy (`np.asarray` of its input), whatever the input"),
     ("dask-mask", ("cannot broadcast shape (nan,)", "unknown", "nan,"),
@@ -92,7 +83,7 @@ _USED: set[str] = set()
 
 def label(case: str, backend: str, message: str) -> str:
     """The class of a failing cell, from its message."""
-    if case.startswith("sklearn.") and backend == "jax" and "batched by vmap" not in message:
+    if case.startswith("sklearn.") and backend == "jax":
         return "sklearn-jax"
     if case == "signal.convolve":  # NumPy inside, whatever the transform (device1: NumPy refuses it)
         return "numpy-only"

@@ -83,9 +83,16 @@ class Info:
         back. Array-API code that reads this (array-api-extra's ``isclose``,
         ``apply_where``, ``at()``; SciPy) then takes its mask-free ``where`` paths,
         which stay lazy and differentiable.
+
+        Inside :func:`xpgrad.vmap` (and ``jacfwd``/``hessian``, which run under it) both
+        are ``False`` too, as over JAX arrays under ``jax.vmap``: a batched boolean mask
+        selects a different number of elements per example, so code that asks takes its
+        ``where`` paths, which batch.
         """
+        from .autograd._batched import STACK
+
         caps = dict(self._backend.capabilities())
-        if is_dask_namespace(self._policy.xp):
+        if is_dask_namespace(self._policy.xp) or STACK.get():
             caps["boolean indexing"] = False
             caps["data-dependent shapes"] = False
         return caps

@@ -46,7 +46,7 @@ from .._dispatch import (
 )
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
-from .._policy import check_device_has_dtypes
+from .._policy import check_device_has_dtypes, current_policy
 from . import _anomaly
 from ._alias import may_alias
 from ._grad_mode import GRAD_ENABLED, graph_namespace
@@ -501,6 +501,18 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
 # constant, as in :func:`apply`): most ops of a training step. The same steps and the same
 # Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
 # the ``*args`` calls (about half the cost per op).
+#: Python scalars and NumPy's scalar types: an elementwise function given only these
+#: (``xp.log(2 * xp.pi)``) computes on a 0-d array of the policy's library and device
+_SCALAR_TYPES = frozenset({bool, int, float, complex, *NUMPY_SCALARS})
+
+
+def _scalar_array(xp: Any, v: Any) -> Any:
+    """``v`` (a Python or NumPy scalar) as a 0-d array of ``xp`` on the policy's device: the
+    standard's elementwise functions take arrays, and array-api-strict and torch refuse a
+    scalar (``xp.log(2.0)``), where NumPy and JAX take it."""
+    return xp.asarray(v.item() if type(v) in NUMPY_SCALARS else v, device=current_policy().device)
+
+
 def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
     (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to :func:`apply`."""
@@ -521,6 +533,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         xp = _CACHE.get((type(da),))
         if xp is None or _TRACING[0]:
             xp = backend_namespace(da, func=prim.name)
+            if type(da) in _SCALAR_TYPES:
+                da = _scalar_array(xp, da)
         try:
             out = prim.fwd(xp, da, **kw) if kw else prim.fwd(xp, da)
         except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
@@ -543,6 +557,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
             xp = backend_namespace(da, db, func=prim.name)
+            if type(da) in _SCALAR_TYPES and type(db) in _SCALAR_TYPES:
+                da = _scalar_array(xp, da)
         try:
             out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
         except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error

@@ -413,7 +413,11 @@ def test_docs_table_labels_the_failure_classes() -> None:
     from ._util import load_script
 
     label = load_script("scripts/third_party_table.py").label
-    assert label("stats.zscore", "numpy", "ConcretizationError: .data: this value is batched by vmap") == "vmap-ns"
+    assert label("sklearn.r2_score", "numpy", "ConcretizationError: bool: this value is batched by vmap") == "data-branch"
+    assert label("pad_widths", "torch", "XpgradValueError: __setitem__: an in-place update of a value that does not "
+                 "vary along a vmap level, by one that does, ...") == "vmap-write"
+    assert label("special.erf", "numpy", "ConcretizationError: jit(f): conversion to a NumPy array (__array__) "
+                 "of the traced array") == "scipy-numpy"
     assert label("sklearn.Ridge", "jax", "TypeError: JAX arrays are immutable") == "sklearn-jax"
     assert label("stats.moment", "torch", "ConcretizationError: jit(f): bool() (an if, while, ...") == "data-branch"
     assert label("fft.rfft", "dask", "ValueError: Dask array only supports taking an FFT along ...") == "dask-fft"

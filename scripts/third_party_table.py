@@ -47,7 +47,8 @@ CLASSES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("user-mask", ("a batched boolean mask selects", "indexing by a boolean mask of the traced array"),
      "the function indexes by a boolean mask of its input (a data-dependent shape); `jax.vmap` and "
      "`jax.jit` refuse it alike"),
-    ("scipy-numpy", ("conversion to a NumPy array (__array__)", "requires ndarray or scalar arguments"),
+    ("scipy-numpy", ("conversion to a NumPy array (__array__)", "requires ndarray or scalar arguments",
+                     "Error interpreting argument to custom_jvp_call"),
      "under plain `jit` SciPy computes a `scipy.special` function of a namespace it does not know through "
      "NumPy (on JAX arrays: `jax.scipy`, which takes only JAX arrays); `jit(grad)` works"),
     ("dask-fft", ("only supports taking an FFT",),
@@ -59,6 +60,9 @@ CLASSES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "`scipy.signal.convolve` computes in NumPy (`np.asarray` of its input), whatever the input"),
     ("dask-mask", ("cannot broadcast shape (nan,)", "unknown", "nan,"),
      "Dask: boolean-mask assignment gives unknown sizes; the raw Dask array fails alike"),
+    ("dask-fancy", ("nd fancy indexing",),
+     "Dask does not support assignment through an integer index array (\"Don't yet support nd fancy "
+     "indexing\"); the raw Dask array fails alike"),
     ("dask-svd", ("svd", "chunked"),
      "Dask's `svd` wants an array chunked along one dimension only; the raw Dask array fails alike"),
     ("strict-int-setitem", ("integer array", "Only integers", "setitem"),
@@ -75,6 +79,7 @@ _ONLY: dict[str, Callable[[str, str], bool]] = {
     "where-trap": lambda case, backend: case == "apply_where",
     "dask-mask": lambda case, backend: backend == "dask",
     "dask-svd": lambda case, backend: backend == "dask",
+    "dask-fancy": lambda case, backend: backend == "dask",
     "strict-int-setitem": lambda case, backend: backend in ("array_api_strict", "strict_device1"),
     "sklearn-jax": lambda case, backend: False,
 }

@@ -406,3 +406,22 @@ def test_scipy_under_jit_and_jit_of_grad(backend: Any, request: pytest.FixtureRe
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = {k: v for k, v in res.items() if v != "ok"}
     assert not bad, bad
+
+
+def test_array_api_extra_at_min_and_max_under_jit(backend: Any) -> None:
+    """array-api-extra's at().min/max ask meta_namespace, which reads a Dask array's ``_meta``
+    (the empty array of its chunks' type): a traced Dask array answers with its array's."""
+    xpx = pytest.importorskip("array_api_extra")
+    rng = np.random.default_rng(5)
+
+    def f(x: Any) -> Any:
+        return xpx.at(x * 1.0)[:4].min(x[5] * 0.5)
+
+    def g(x: Any) -> Any:
+        return xpx.at(x, (slice(None), 0)).max(x[:, 1], copy=True)
+
+    jf, jg = xg.jit(f), xg.jit(g)
+    for _ in range(3):
+        v, m = rng.normal(size=6), rng.normal(size=(3, 2))
+        np.testing.assert_array_equal(to_numpy(jf(backend.asarray(v))), to_numpy(f(backend.asarray(v))))
+        np.testing.assert_array_equal(to_numpy(jg(backend.asarray(m))), to_numpy(g(backend.asarray(m))))

@@ -846,6 +846,10 @@ class Tracer:
 
     def __getattr__(self, name: str) -> Any:
         # (only names the class lacks: the witness's own attributes and methods)
+        if name == "_meta" and type(self._w) is not _Meta and hasattr(self._w, "_meta"):
+            # (Dask's meta array, the empty array of its chunks' type: static; array-api-extra's
+            # meta_namespace reads it to find the chunks' namespace)
+            return self._w._meta
         if name.startswith("_"):  # (protocols and private names: as on any object without them)
             msg = f"{type(self).__name__!r} object has no attribute {name!r}"
             raise AttributeError(msg)

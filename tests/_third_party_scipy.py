@@ -63,7 +63,7 @@ def constant_like(x: Any, a: np.ndarray) -> Any:
     import array_api_compat
 
     xp = array_api_compat.array_namespace(x)
-    return xp.asarray(np.ascontiguousarray(a), device=array_api_compat.device(x))
+    return xp.asarray(np.array(a, copy=True), device=array_api_compat.device(x))  # (a copy: no aliasing of X, V, ...)
 
 
 def _quiet_0_by_0(f: Callable[[Any], Any], x: Any) -> Any:

@@ -302,7 +302,16 @@ _RAW_SCALARS = ("plain jit of raw arrays runs the library's own namespace, as ea
 # ---------------------------------------------------------------------- what still fails
 # Every cell that failed on main 2cb5f2f (255: the issue-27 classes vmap-ns, args, jit-inplace,
 # jit-methods, scalars, device) passes now; what is left is a limit with its reason.
+_STRICT_SCALAR_TRACE = ("xpgrad gap (follow-up): under jit(grad) on array-api-strict, xp.log(2 * xp.pi) (a function of "
+                        "scalars only) is computed by the policy's library, NumPy, inside the trace, and the backward "
+                        "pass mixing that NumPy value with strict's arrays hands strict a NumPy dtype; eager grad "
+                        "and plain grad on the same arrays work (the bound namespace should answer it in its own "
+                        "library without wrapping its functions)")
 XFAIL: dict[tuple[str, str, str], str] = {
+    ("numpy_scalars", "jit_grad", "array_api_strict"): _STRICT_SCALAR_TRACE,
+    ("numpy_scalars", "jit_grad", "strict_device1"): _STRICT_SCALAR_TRACE,
+    ("numpy_scalars", "grad_jit", "array_api_strict"): _STRICT_SCALAR_TRACE,
+    ("numpy_scalars", "grad_jit", "strict_device1"): _STRICT_SCALAR_TRACE,
     ("numpy_scalars", "jit", "array_api_strict"): _RAW_SCALARS,
     ("numpy_scalars", "jit", "strict_device1"): _RAW_SCALARS,
     ("numpy_scalars", "jit", "torch"): _RAW_SCALARS,

@@ -36,7 +36,7 @@ from ._dispatch import NUMPY_SCALARS, backend_namespace, public_namespace, set_b
 from ._exceptions import DTypeUnavailableError
 from ._info import Info
 from ._policy import _POLICY, DevicePolicy, _check_device_dtype, current_policy
-from ._spec import CHAPTERS
+from .autograd._batched import STACK
 from .autograd._grad_mode import graph_namespace
 from .autograd._tensor import Tensor
 from .ops.creation import into_library
@@ -47,8 +47,6 @@ __all__ = ["BoundNamespace", "bound_namespace"]
 # the xpgrad functions that create arrays from the policy when no array says
 _CREATION = frozenset({"asarray", "tensor", "zeros", "ones", "empty", "full", "eye", "arange", "linspace", "from_dlpack"})
 _FFT_CREATION = frozenset({"fftfreq", "rfftfreq"})
-_ELEMENTWISE = frozenset(CHAPTERS["elementwise"])
-_SCALAR_TYPES = frozenset({bool, int, float, complex, *NUMPY_SCALARS})
 _RANDOM_CREATION = frozenset({"normal", "uniform", "integers", "permutation", "bernoulli", "choice"})
 
 
@@ -167,19 +165,6 @@ class BoundNamespace(ModuleType):
         self._xg_cache = (p, bound)
         return bound
 
-    def _xg_scalar(self, v: Any) -> Tensor:
-        """A Python or NumPy scalar as a 0-d constant Tensor of the bound library and device,
-        float64 (complex128) for a float (complex) where the device has it."""
-        xp, dev = self._xg_xp, self._xg_device
-        v = v.item() if type(v) in NUMPY_SCALARS else v
-        wide = {float: "float64", complex: "complex128"}.get(type(v))
-        if wide is not None:
-            try:
-                return Tensor(xp.asarray(v, dtype=getattr(xp, wide), device=dev))
-            except Exception:  # noqa: BLE001 - a device without float64 (Apple's MPS): the default below
-                pass
-        return Tensor(xp.asarray(v, device=dev))
-
     def _bind(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         policy = self._xg_policy
 
@@ -204,8 +189,6 @@ class BoundNamespace(ModuleType):
             value = self._bind(_on_device(value, self))
         elif name in _CREATION:
             value = self._bind(value)
-        elif name in _ELEMENTWISE:
-            value = _scalars_bound(value, self)
         elif name == "fft":
             value = _Sub(self, value, _FFT_CREATION)
         elif name == "random":
@@ -217,27 +200,13 @@ class BoundNamespace(ModuleType):
 
     def _info(self) -> Any:
         """The inspection object of this bound namespace: its library, device and default dtypes."""
-        return Info(self._xg_policy())
+        return Info(self._xg_policy(), batching=_batching)
 
 
-def _scalars_bound(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any]:
-    """An elementwise function that, given only Python or NumPy scalars (``xp.log(2 * xp.pi)``,
-    as SciPy writes), computes in the bound library on the bound device; with an array
-    argument it is the plain function.
-
-    The scalar becomes a 0-d array of its full precision (float64, complex128) where the
-    device has it, as NumPy and JAX (x64) compute ``log(2.0)``; torch and array-api-strict
-    refuse a scalar there. A 0-d result then mixes with the arrays of the calling code as
-    the library mixes 0-d arrays (torch: as a scalar of its kind).
-    """
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if args and type(args[0]) in _SCALAR_TYPES and (len(args) == 1 or type(args[1]) in _SCALAR_TYPES):
-            args = (ns._xg_scalar(args[0]), *args[1:])
-        return fn(*args, **kwargs)
-
-    return call
+def _batching() -> bool:
+    """Whether a vmap level is open (the bound namespace's ``capabilities()`` then report no
+    boolean indexing and no data-dependent shapes)."""
+    return bool(STACK.get())
 
 
 def _converting(fn: Callable[..., Any], ns: BoundNamespace) -> Callable[..., Any]:

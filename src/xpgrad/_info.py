@@ -10,6 +10,7 @@ xpgrad dtypes (``{"float32": xpgrad.float32, ...}``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from array_api_compat import is_dask_namespace
@@ -37,11 +38,13 @@ class Info:
         xpgrad.complex64
     """
 
-    __slots__ = ("_backend", "_policy")
+    __slots__ = ("_backend", "_batching", "_policy")
 
-    def __init__(self, policy: DevicePolicy) -> None:
+    def __init__(self, policy: DevicePolicy, batching: Callable[[], bool] | None = None) -> None:
         self._policy = policy
         self._backend = policy.xp.__array_namespace_info__()
+        #: whether a vmap level is open (handed down by the bound namespace, a higher layer)
+        self._batching = batching
 
     def __repr__(self) -> str:
         return f"<xpgrad info over {getattr(self._policy.xp, '__name__', self._policy.xp)}>"
@@ -84,15 +87,13 @@ class Info:
         ``apply_where``, ``at()``; SciPy) then takes its mask-free ``where`` paths,
         which stay lazy and differentiable.
 
-        Inside :func:`xpgrad.vmap` (and ``jacfwd``/``hessian``, which run under it) both
-        are ``False`` too, as over JAX arrays under ``jax.vmap``: a batched boolean mask
+        In the namespace of a Tensor (``array_namespace(t)``) inside :func:`xpgrad.vmap`
+        (and ``jacfwd``/``hessian``, which run under it) both are ``False`` too, as over JAX arrays under ``jax.vmap``: a batched boolean mask
         selects a different number of elements per example, so code that asks takes its
         ``where`` paths, which batch.
         """
-        from .autograd._batched import STACK
-
         caps = dict(self._backend.capabilities())
-        if is_dask_namespace(self._policy.xp) or STACK.get():
+        if is_dask_namespace(self._policy.xp) or (self._batching is not None and self._batching()):
             caps["boolean indexing"] = False
             caps["data-dependent shapes"] = False
         return caps

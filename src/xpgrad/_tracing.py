@@ -50,7 +50,7 @@ import numpy as np
 from ._exceptions import ConcretizationError, XpgradRuntimeError, XpgradTypeError
 
 __all__ = ["ACTIVE", "TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "is_tracer",
-           "namespace_of", "rebinds", "recorded", "recording", "untraced_write"]
+           "namespace_of", "rebinds", "recorded", "recording", "set_may_alias", "untraced_write"]
 
 # the trace this context records into: every backend call made while it is set is recorded,
 # those on constants (arrays made inside, captured by closures) too
@@ -58,6 +58,13 @@ TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("xpgrad_jit
 ACTIVE = [0]  # how many traces run now, in any thread (eager code tests this before the ContextVar)
 
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep  # .../xpgrad/
+#: whether two arrays may share memory (xpgrad.autograd._alias.may_alias, handed down by it)
+_MAY_ALIAS: list[Any] = [lambda a, b: True]
+
+
+def set_may_alias(fn: Any) -> None:
+    """Hand down the memory-sharing check of :mod:`xpgrad.autograd._alias` (a higher layer)."""
+    _MAY_ALIAS[0] = fn
 
 
 class Instruction:
@@ -134,8 +141,7 @@ class Trace:
             return
         v.add(target._i)
         w = target._w
-        from .autograd._alias import may_alias
-
+        may_alias = _MAY_ALIAS[0]
         for i, o in enumerate(self.witness):
             if i not in v and o is not None and type(o) is not _Meta and may_alias(o, w):
                 v.add(i)

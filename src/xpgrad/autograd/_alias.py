@@ -32,6 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import _tracing
+from .._tracing import Tracer
+
 __all__ = ["may_alias"]
 
 Check = Callable[[Any, Any], bool]
@@ -117,18 +120,14 @@ def _traced(a: Any, b: Any) -> bool:
                      getattr(b, "_w", b) if type(b) is _TRACER[0] else b)
 
 
-#: xpgrad's traced array type (read on first sight of a type from xpgrad: _tracing imports this module's package)
-_TRACER: list[Any] = [None]
+#: xpgrad's traced array type
+_TRACER: list[Any] = [Tracer]
 
 
 def _check_for(t: type) -> Check:
     mod = t.__module__.split(".", 1)[0]
-    if mod == "xpgrad" and t.__name__ == "Tracer":
-        from .._tracing import Tracer
-
-        _TRACER[0] = Tracer
-        if t is Tracer:
-            return _traced
+    if t is Tracer:
+        return _traced
     if mod == "numpy":
         return _numpy()
     if mod == "array_api_strict":
@@ -161,3 +160,6 @@ def may_alias(a: Any, b: Any) -> bool:
     if check is None:
         check = _CHECKS[t] = _check_for(t)
     return check(a, b)
+
+
+_tracing.set_may_alias(may_alias)  # (the trace asks it; _tracing cannot import this package: hand it down)

@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from numpy import ndarray as np_ndarray
+
 from .._dispatch import (
     _CACHE,
     _TRACING,
@@ -501,16 +503,28 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
 # constant, as in :func:`apply`): most ops of a training step. The same steps and the same
 # Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
 # the ``*args`` calls (about half the cost per op).
-#: Python scalars and NumPy's scalar types: an elementwise function given only these
-#: (``xp.log(2 * xp.pi)``) computes on a 0-d array of the policy's library and device
-_SCALAR_TYPES = frozenset({bool, int, float, complex, *NUMPY_SCALARS})
+#: Python scalars: an elementwise function given only these (``xg.log(2.0)``) computes on a
+#: 0-d array of the policy's library and device (NumPy's scalars are NumPy's 0-d values)
+_SCALAR_TYPES = frozenset({bool, int, float, complex})
 
 
 def _scalar_array(xp: Any, v: Any) -> Any:
-    """``v`` (a Python or NumPy scalar) as a 0-d array of ``xp`` on the policy's device: the
-    standard's elementwise functions take arrays, and array-api-strict and torch refuse a
-    scalar (``xp.log(2.0)``), where NumPy and JAX take it."""
-    return xp.asarray(v.item() if type(v) in NUMPY_SCALARS else v, device=current_policy().device)
+    """``v`` (a Python scalar) as a 0-d array of ``xp`` on the policy's device: the standard's
+    elementwise functions take arrays, and array-api-strict and torch refuse a scalar
+    (``xp.log(2.0)``), where NumPy and JAX take it."""
+    return xp.asarray(v, device=current_policy().device)
+
+
+def _foreign_numpy_scalar(t: Any, d: Any, other: Any) -> Any:
+    """``d`` (the data of argument ``t``) as a Python scalar when it is NumPy's scalar held by a
+    constant Tensor and ``other`` is an array of another library: NumPy's result of a
+    function of scalars only (``xp.log(2 * xp.pi)``), which array-api-strict and torch
+    refuse beside their arrays. Next to NumPy arrays it keeps NumPy's meaning."""
+    if type(d) not in NUMPY_SCALARS or (isinstance(t, Tensor) and t._requires_grad):
+        return d
+    if type(other) in NUMPY_SCALARS or isinstance(other, (np_ndarray, bool, int, float, complex)):
+        return d
+    return d.item()
 
 
 def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
@@ -547,13 +561,15 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         else:
             db = b
         # (a raw NumPy scalar next to an array is a Python scalar, where the standard takes one)
-        if ((da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS)) and (
-                prim in SCALAR_PRIMITIVES):
-            a, b = python_scalars((a, b))
-            if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
-                da = a
-            if not isinstance(b, Tensor):
-                db = b
+        if (type(da) in NUMPY_SCALARS or type(db) in NUMPY_SCALARS) and prim in SCALAR_PRIMITIVES:
+            if (da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS):
+                a, b = python_scalars((a, b))
+                if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
+                    da = a
+                if not isinstance(b, Tensor):
+                    db = b
+            else:  # a constant Tensor of NumPy's scalar (xp.log(2 * xp.pi)) next to another library's array
+                da, db = _foreign_numpy_scalar(a, da, db), _foreign_numpy_scalar(b, db, da)
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
             xp = backend_namespace(da, db, func=prim.name)

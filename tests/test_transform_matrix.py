@@ -17,8 +17,9 @@ expected values are analytic, in float64 NumPy: the Jacobian is
 
 What fails is listed in ``XFAIL``, one entry per (case, transform, backend fixture
 name), each a strict xfail with its reason: when a fix lands, the cell it fixes turns
-into an XPASS failure and its entry is deleted. The 255 cells that failed on main
-2cb5f2f (issue 27) pass; what is left is a limit of the raw library under plain jit.
+into an XPASS failure and its entry is deleted. Of the 255 cells that failed on main
+2cb5f2f (issue 27), 248 pass; what is left is a limit of the raw library under plain
+jit (3) and one xpgrad gap, named in its reason (4, array-api-strict under jit(grad)).
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ tape's values stay as they are.
 from __future__ import annotations
 
 import contextvars
-import math
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -179,14 +178,6 @@ class Batched(Tensor):
     @property
     def ndim(self) -> int:
         return self._inner.ndim - len(self._levels)
-
-    @property
-    def size(self) -> int | None:
-        """Number of elements of one example, None when a size is unknown."""
-        s = self.shape
-        if any(d is None for d in s):
-            return None
-        return math.prod(s)  # type: ignore[arg-type]
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
         """The xpgrad namespace bound to the library and device of the batch, as for any Tensor.

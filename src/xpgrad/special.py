@@ -38,7 +38,7 @@ from ._dispatch import backend_namespace, raw_array
 from ._dtypes import is_float
 from .autograd._core import Primitive, apply, primitive
 from .autograd._tensor import Tensor
-from .ops._common import is_xpgrad
+from .ops._common import is_xpgrad, times_inf
 from .ops._registry import REGISTRY, Chapter, Inputs, over
 
 # a literal for type checkers and readers; op.check_all (at the end) fails the import when it
@@ -407,39 +407,60 @@ def _safe_log(xp: Any, y: Any) -> Any:
     return xp.log(xp.where(y > 0, y, 1.0))
 
 
+def _log_or_edge(xp: Any, y: Any) -> Any:
+    """log(y) as the logarithm gives it: -inf at 0, NaN below 0 and at NaN; no warnings."""
+    return xp.where(y > 0, _safe_log(xp, y), xp.where(y == 0, -math.inf, xp.full_like(y, math.nan)))
+
+
+def _log1p_or_edge(xp: Any, y: Any) -> Any:
+    """log1p(y): -inf at -1, NaN below -1 and at NaN; no warnings."""
+    yp = y + 1.0
+    return xp.where(yp > 0, xp.log1p(xp.where(yp > 0, y, 0.0)), xp.where(yp == 0, -math.inf, xp.full_like(yp, math.nan)))
+
+
+def _div_or_inf(xp: Any, x: Any, d: Any) -> Any:
+    """``x / d`` for real arrays, as the division gives it where ``d`` is (+-)0 (+-inf, NaN for
+    ``x == 0``), without NumPy's divide-by-zero warning."""
+    zero = d == 0
+    return xp.where(zero, times_inf(xp, xp.where(xp.signbit(d), -x, x)), x / xp.where(zero, 1.0, d))
+
+
 def _xlogy_pure(xp: Any, x: Any, y: Any) -> Any:
     # log of a negative y is NaN; log(0) is -inf, taken without a divide-by-zero warning
-    logy = xp.where(y > 0, _safe_log(xp, y), xp.where(y == 0, -math.inf, xp.full_like(y, math.nan)))
-    return x * xp.where(xp.logical_and(x == 0, xp.logical_not(xp.isnan(y))), 0.0, logy)
+    return x * xp.where(xp.logical_and(x == 0, xp.logical_not(xp.isnan(y))), 0.0, _log_or_edge(xp, y))
 
 
 def _xlog1py_pure(xp: Any, x: Any, y: Any) -> Any:
-    yp = y + 1.0
-    log1py = xp.where(yp > 0, xp.log1p(xp.where(yp > 0, y, 0.0)), xp.where(yp == 0, -math.inf, xp.full_like(yp, math.nan)))
-    return x * xp.where(xp.logical_and(x == 0, xp.logical_not(xp.isnan(y))), 0.0, log1py)
+    return x * xp.where(xp.logical_and(x == 0, xp.logical_not(xp.isnan(y))), 0.0, _log1p_or_edge(xp, y))
 
 
-# PyTorch's convention: d/dx is 0 where x == 0 and the log is not finite (y <= 0). The
-# derivatives read the arguments as the engine saved them, a Python scalar as it came:
-# _pair makes it an array first
+# PyTorch's rules: d/dx is 0 where x == 0 and y <= 0, else log(y) (-inf at y == 0, NaN below 0
+# and at NaN, +inf at +inf), and d/dy = x / y (+-inf, NaN at 0 / 0). The derivatives
+# read the arguments as the engine saved them, a Python scalar as it came: _pair makes it an
+# array first
 def _xlogy_dx(xp: Any, x: Any, y: Any) -> Any:
     x, y = _pair(xp, x, y)
-    return xp.where(xp.logical_and(x == 0, y <= 0), 0.0, _safe_log(xp, y))
+    return xp.where(xp.logical_and(x == 0, y <= 0), 0.0, _log_or_edge(xp, y))
 
 
 def _xlogy_dy(xp: Any, x: Any, y: Any) -> Any:
     x, y = _pair(xp, x, y)
-    return x / y
+    return _div_or_inf(xp, x, y)
 
 
 def _xlog1py_dx(xp: Any, x: Any, y: Any) -> Any:
     x, y = _pair(xp, x, y)
-    return xp.where(xp.logical_and(x == 0, y <= -1), 0.0, _safe_log(xp, y + 1.0))
+    return xp.where(xp.logical_and(x == 0, y <= -1), 0.0, _log1p_or_edge(xp, y))
 
 
 def _xlog1py_dy(xp: Any, x: Any, y: Any) -> Any:
     x, y = _pair(xp, x, y)
-    return x / (y + 1.0)
+    return _div_or_inf(xp, x, y + 1.0)
+
+
+def _entr_d(xp: Any, x: Any) -> Any:
+    # -(log(x) + 1), as PyTorch: +inf at 0, NaN below 0 and at NaN, -inf at +inf
+    return -(_log_or_edge(xp, x) + 1.0)
 
 
 def _entr_pure(xp: Any, x: Any) -> Any:
@@ -749,7 +770,7 @@ def xlog1py(x: Any, y: Any, /) -> Tensor:
     """
 
 
-@op.pointwise(d=lambda xp, x: -(_safe_log(xp, x) + 1.0), fwd=_native_or_pure("entr", _entr_pure),
+@op.pointwise(d=_entr_d, fwd=_native_or_pure("entr", _entr_pure),
               test=Inputs(domain=(0.1, 3.0), complex=False), fuzz="{N}.special.entr(0.5 + {a} * {a})")
 def entr(x: Any, /) -> Tensor:
     """The elementwise entropy ``-x * log(x)`` (0 at 0, ``-inf`` for negative x).

@@ -474,7 +474,18 @@ def log10(x: Array, /) -> Array:
     """
 
 
-@op.pointwise(d=(lambda xp, ans, x1: xp.exp(x1 - ans), lambda xp, ans, x2: xp.exp(x2 - ans)),
+def _sigmoid_of_difference(xp: Any, a: Any, b: Any) -> Any:
+    """``1 / (1 + exp(b - a))``, the derivative of ``logaddexp(a, b)`` in ``a`` (PyTorch's rule),
+    with the exponent kept <= 0 (no overflow): exactly 0.5 at a tie, where ``exp(a - ans)``
+    lost to the rounding of ``ans`` (0.47 at 1e15). Each branch is smooth, for second order."""
+    d = b - a
+    le = d <= 0
+    e = xp.exp(xp.where(le, d, -d))
+    return xp.where(le, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+@op.pointwise(d=(lambda xp, x1, x2: _sigmoid_of_difference(xp, x1, x2),
+                 lambda xp, x1, x2: _sigmoid_of_difference(xp, x2, x1)),
               test=Inputs(complex=False, domain=(-3.0, 3.0)), fuzz="{N}.logaddexp({a}, {b})")
 def logaddexp(x1: Array | float, x2: Array | float, /) -> Array:
     """Elementwise ``log(exp(x1) + exp(x2))``, without overflow.

@@ -173,6 +173,60 @@ def test_load_state_dict_mismatch() -> None:
         optim.SGD([{"params": [a]}, {"params": [b]}]).load_state_dict(sd)
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop", "Adagrad"])
+def test_load_state_dict_refuses_state_of_another_shape(name: str, backend: Any) -> None:
+    """A state array whose shape is not its parameter's is refused, naming the parameter's index
+    and both shapes, and the optimizer keeps its own state (it was taken, to fail at the next
+    step or broadcast silently)."""
+    kw = {"lr": 0.05, "momentum": 0.9} if name in ("SGD", "RMSprop") else {"lr": 0.05}
+    small = [nn.Parameter(xg.asarray(backend.asarray(np.ones(3)))), nn.Parameter(xg.asarray(backend.asarray(np.ones(2))))]
+    big = [nn.Parameter(xg.asarray(backend.asarray(np.ones(3)))), nn.Parameter(xg.asarray(backend.asarray(np.ones(4))))]
+    src, dst = getattr(optim, name)(small, **kw), getattr(optim, name)(big, **kw)
+    for opt, ps in ((src, small), (dst, big)):
+        for _ in range(2):
+            opt.zero_grad()
+            sum(xg.sum(p * p) for p in ps).backward()
+            opt.step()
+    before = {k: {n: _np(v).copy() if isinstance(v, xg.Tensor) else v for n, v in st.items()}
+              for k, st in dst.state.items()}
+    with pytest.raises(xg.XpgradValueError, match=r"of parameter 1 has shape \(2,\), the parameter \(4,\)"):
+        dst.load_state_dict(src.state_dict())
+    after = {k: {n: _np(v) if isinstance(v, xg.Tensor) else v for n, v in st.items()} for k, st in dst.state.items()}
+    assert before.keys() == after.keys()
+    for k in before:
+        for n in before[k]:
+            np.testing.assert_array_equal(after[k][n], before[k][n])
+    ok = getattr(optim, name)(small, **kw)
+    ok.load_state_dict(src.state_dict())  # (the same shapes load)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+@pytest.mark.parametrize("lr", [np.float32(0.1), np.float64(0.1)], ids=["np.float32", "np.float64"])
+def test_numpy_scalar_learning_rate(name: str, lr: Any, backend: Any) -> None:
+    """A NumPy scalar learning rate (and betas), given to the constructor or set in a group, steps
+    on every backend as the Python float of the same value: float32 parameters stay float32, the
+    steps are exactly those of ``float(lr)``, and the group keeps the value it was given."""
+    extra: dict[str, Any] = {"betas": (np.float32(0.8), 0.9)} if name.startswith("Adam") else {}
+
+    def run(lr_init: Any, lr_set: Any, kw: dict[str, Any]) -> tuple[np.ndarray, Any]:
+        p = nn.Parameter(xg.asarray(backend.asarray(np.array([1.0, -2.0, 0.5], dtype=np.float32))))
+        opt = getattr(optim, name)([p], lr=lr_init, **kw)
+        for i in range(4):
+            if i == 2:
+                opt.param_groups[0]["lr"] = lr_set
+            opt.zero_grad()
+            xg.sum(p * p * p).backward()
+            opt.step()
+            assert p.dtype == xg.float32, f"{name}: step {i} made the parameter {p.dtype}"
+        return _np(p.detach()), opt.param_groups[0]["lr"]
+
+    plain = {k: tuple(float(e) for e in v) for k, v in extra.items()}
+    got, kept = run(lr, lr * 2, extra)
+    want, _ = run(float(lr), float(lr * 2), plain)
+    np.testing.assert_array_equal(got, want)
+    assert type(kept) is type(lr)
+
+
 def test_optimizer_trains_a_model_moved_to_torch() -> None:
     with xg.default_device(dtype="float64", seed=0):
         model = nn.Linear(3, 1)

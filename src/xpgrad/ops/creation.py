@@ -23,11 +23,12 @@ from .._dispatch import _raw, backend_namespace, public_namespace, python_scalar
 from .._dtypes import DType, complex_dtype, dtype, dtype_name, fast_name, kind
 from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, XpgradTypeError, XpgradValueError
 from .._policy import DevicePolicy, current_policy
-from .._tracing import recording
+from .._tracing import is_tracer, recording
 from ..autograd._batched import Batched, from_phys
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
 from .data_type import _name as _dtype_name_of
-from .data_type import astype
+from .data_type import astype, result_type
+from .manipulation import stack
 
 __all__ = [
     "arange",
@@ -177,19 +178,81 @@ def _is_array(obj: Any) -> bool:
     )
 
 
-def _unwrap_nested(obj: Any) -> Any:
-    """Nested lists/tuples with Tensors inside: the Tensors' data (the result is a constant)."""
-    if isinstance(obj, Batched):
-        msg = (
-            "asarray: a nested sequence holds a value batched by vmap, which has no single array to "
-            "put in it; join batched values with xg.stack (or xg.concat)"
-        )
-        raise XpgradTypeError(msg)
-    if isinstance(obj, Tensor):
-        return obj.data
+def _tensor_leaf(obj: Any) -> Any:
+    """The first Tensor (or raw traced array, as a Tensor) among the leaves of a nested
+    sequence; None where there is none."""
     if isinstance(obj, (list, tuple)):
-        return [_unwrap_nested(o) for o in obj]
-    return obj
+        for o in obj:
+            leaf = _tensor_leaf(o)
+            if leaf is not None:
+                return leaf
+        return None
+    if isinstance(obj, Tensor):
+        return obj
+    return Tensor(obj) if is_tracer(obj) else None
+
+
+def _leaves(obj: Any, out: list[Any]) -> list[Any]:
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            _leaves(o, out)
+    else:
+        out.append(obj)
+    return out
+
+
+def _stacked(obj: Any, like: Tensor, dt: Any) -> Tensor:
+    """A nested sequence as nested :func:`stack` calls (differentiable, batched, traced, as
+    ``jnp.asarray([x, 2 * x])``): every leaf cast to ``dt``, the constants made arrays of
+    ``like``'s library and device."""
+    if isinstance(obj, (list, tuple)):
+        parts = [_stacked(o, like, dt) for o in obj]
+        if not parts:
+            return _stacked_constant([], like, dt)
+        shapes = {tuple(p.shape) for p in parts}
+        if len(shapes) > 1:
+            msg = (f"asarray: the nested sequence is ragged: its items have shapes {sorted(shapes)}; "
+                   "expected items of one shape")
+            raise XpgradValueError(msg)
+        return stack(parts, axis=0)
+    if not isinstance(obj, Tensor):
+        obj = Tensor(obj) if is_tracer(obj) else _stacked_constant(obj, like, dt)
+    return obj if dtype_name(_raw(obj).dtype) == dtype_name(dt) else astype(obj, dt)
+
+
+def _stacked_constant(obj: Any, like: Tensor, dt: Any) -> Tensor:
+    raw = _raw(like)
+    bxp = backend_namespace(raw, func="asarray")
+    return Tensor(bxp.asarray(obj, dtype=dtype(dt, bxp), device=array_api_compat.device(raw)))
+
+
+def _asarray_traced(obj: Any, like: Tensor, dtype_: Any, device: Any, copy: bool | None,
+                    requires_grad: bool) -> Tensor:
+    """``asarray`` of a nested sequence holding Tensors: stacked, so that the gradient, the
+    batch axis and the trace flow through (it was a constant: a gradient of 0), in the
+    library and on the device of the first Tensor."""
+    if copy is False:
+        msg = "asarray: copy=False, but making an array from a nested sequence needs a copy"
+        raise XpgradValueError(msg)
+    leaves = _leaves(obj, [])
+    for leaf in leaves:
+        if not isinstance(leaf, (Tensor, bool, int, float, complex)) and not _is_array(leaf):
+            msg = f"asarray: cannot make an array from a nested sequence holding {type(leaf).__name__} {_short(leaf)}"
+            raise XpgradTypeError(msg)
+    if dtype_ is not None:
+        dt = dtype_name(dtype_, func="asarray")
+    else:
+        dt = dtype_name(result_type(*[leaf if isinstance(leaf, (Tensor, bool, int, float, complex)) else Tensor(leaf)
+                                      for leaf in leaves]))
+    t = _stacked(obj, like, dt)
+    if device is not None:
+        raw = _raw(t)
+        dev = resolve_device(backend_namespace(raw, func="asarray"), device, func="asarray")
+        if dev != array_api_compat.device(raw):
+            t = t.to_device(dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def asarray(
@@ -216,8 +279,14 @@ def asarray(
     nothing to change ``asarray`` returns it; ``dtype=``, ``copy=True`` and
     ``device=`` cast, copy or move every example (``copy=False`` with a cast raises, as
     for a Tensor). ``requires_grad=True`` on it raises (use ``xg.grad`` inside the
-    vmapped function), and so does a nested sequence holding batched values (use
-    ``xg.stack``).
+    vmapped function).
+
+    A nested sequence holding Tensors is stacked, as ``jnp.asarray([x, 2 * x])`` is in
+    JAX: the result keeps the graph (``xg.asarray([t, 2 * t])`` has the gradient ``[1,
+    2]``; under :func:`xpgrad.vmap` and :func:`xpgrad.jit` too) and the first Tensor's
+    library and device; Python numbers and arrays beside the Tensors are constants there,
+    and the dtype is the ``result_type`` of the items (Python numbers weakly typed) unless
+    ``dtype=`` says.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -266,8 +335,11 @@ def asarray(
             _explain("asarray", xp, dev, dt, e)
             raise
         return Tensor(_standard(data, obj), requires_grad=requires_grad)
+    if isinstance(obj, (list, tuple)):
+        like = _tensor_leaf(obj)
+        if like is not None:
+            return _asarray_traced(obj, like, dtype, device, copy, requires_grad)
     p, xp, dev = _where(device, "asarray")
-    obj = _unwrap_nested(obj)
     dt = _dt(dtype, xp, "asarray")
     try:
         data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)

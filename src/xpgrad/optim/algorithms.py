@@ -21,6 +21,7 @@ the state every that many steps (default 1), so a loop's graphs stay flat.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,7 +34,8 @@ __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop"]
 
 
 def _nonneg(name: str, value: float, who: str) -> None:
-    if not isinstance(value, (int, float)) or value < 0:
+    # (a NumPy scalar is a number too: np.float32(0.1); step() reads it as a Python float)
+    if not isinstance(value, numbers.Real) or value < 0:
         msg = f"{who}: {name} must be a non-negative number, got {value!r}"
         raise XpgradValueError(msg)
 

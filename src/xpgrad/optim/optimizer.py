@@ -18,8 +18,11 @@ asked in one place, :mod:`xpgrad._lazy`.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from .. import _lazy
 from .._dispatch import backend_namespace
@@ -31,6 +34,24 @@ from ..autograd._tensor import Tensor
 from ..nn.module import _zero_grad
 
 __all__ = ["Optimizer"]
+
+
+def _python_number(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, tuple) and any(isinstance(e, np.generic) for e in v):
+        return tuple(_python_number(e) for e in v)
+    return v
+
+
+def _plain_numbers(group: dict[str, Any]) -> dict[str, Any]:
+    """``group`` with its NumPy scalars (``lr=np.float32(0.1)``, ``betas``) read as Python numbers,
+    so that the update keeps Python's float semantics on every backend (no float32 or float64
+    scalar promoting the parameter, no NumPy scalar next to another library's array); the group
+    itself is left as the user set it."""
+    if not any(isinstance(v, (np.generic, tuple)) for v in group.values()):
+        return group
+    return {k: v if k == "params" else _python_number(v) for k, v in group.items()}
 
 
 class Optimizer:
@@ -107,7 +128,7 @@ class Optimizer:
 
     def _check_group(self, group: dict[str, Any]) -> None:
         lr = group.get("lr")
-        if lr is not None and (not isinstance(lr, (int, float)) or lr < 0):
+        if lr is not None and (not isinstance(lr, numbers.Real) or lr < 0):
             msg = f"{type(self).__name__}: lr must be a non-negative number, got {lr!r}"
             raise XpgradValueError(msg)
 
@@ -171,13 +192,14 @@ class Optimizer:
                 loss = closure()
         with no_grad():
             for group in self.param_groups:
+                hp = _plain_numbers(group)
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     grad = p.grad
                     if grad.requires_grad:
                         grad = grad.detach()
-                    self._update(group, p, grad, self.state.setdefault(id(p), {}))
+                    self._update(hp, p, grad, self.state.setdefault(id(p), {}))
         self._steps += 1
         if self.persist_every is not None and _lazy.loaded():
             self._unpersisted_steps += 1
@@ -273,7 +295,8 @@ class Optimizer:
         """Load options and state saved by :meth:`state_dict` (state tensors move to their parameters).
 
         Raises:
-            XpgradValueError: the groups or their sizes differ; nothing is changed.
+            XpgradValueError: the groups or their sizes differ, or a state array's shape is not
+                its parameter's; nothing is changed.
         """
         name = type(self).__name__
         if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
@@ -301,6 +324,11 @@ class Optimizer:
                 raise XpgradValueError(msg)
             entry = {}
             for key, v in st.items():
+                shape = tuple(v.shape) if hasattr(v, "shape") else ()
+                if shape and shape != tuple(p.shape):  # (a 0-d entry is a number: Adam's step)
+                    msg = (f"{name}.load_state_dict: the state's {key!r} of parameter {k} has shape {shape}, "
+                           f"the parameter {tuple(p.shape)}")
+                    raise XpgradValueError(msg)
                 if hasattr(v, "shape") and hasattr(v, "dtype"):
                     import array_api_compat
 

@@ -35,7 +35,7 @@ def _removed(op: Op) -> None:
 subscribe(_added, _removed)
 _POINTWISE = (
     "identity", "stop_gradient", "astype", "to_device", "std_sqrt", "nn.relu", "nn.binary_cross_entropy",
-    "special.polygamma",
+    "special.polygamma", "pow.pole_power",
 )
 for _name in _POINTWISE:
     RULES[_name] = pointwise

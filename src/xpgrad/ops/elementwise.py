@@ -17,7 +17,7 @@ import cmath
 import math
 from typing import Any
 
-from ._common import Array, is_complex
+from ._common import Array, apply, is_complex, is_xpgrad, primitive
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 from ._common import times_inf as _times_inf
 from ._registry import Chapter, Inputs, over
@@ -163,10 +163,55 @@ def _pow_vjp_x1(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
             or is_complex(x1) or is_complex(g) or (not scalar_e and is_complex(x2))):
         return g * _conj(xp, x2 * x1**e)
     # 0 ** (negative) is inf: the gradient there is g * x2 * inf (+-inf, NaN for 0), as
-    # PyTorch, computed without the division by zero that NumPy warns about
-    pole = x1 == 0 if scalar_e else xp.logical_and(x1 == 0, e < 0)
-    gx2 = g * x2
-    return xp.where(pole, _times_inf(xp, gx2), gx2 * xp.where(pole, 1.0, x1) ** e)
+    # PyTorch, computed without the division by zero that NumPy warns about, by a primitive
+    # whose own rules keep the pole one order up (d2/dx2 x ** 0.5 is -inf at 0, not 0)
+    return _pole_power_call(xp, g * x2, x1, e)
+
+
+def _pole_power_fwd(xp: Any, h: Any, x: Any, e: Any) -> Any:
+    """``h * x ** e`` for real arguments; at a pole (``x == 0``, ``e < 0``) ``h * inf`` (+-inf,
+    NaN where ``h`` is 0), without NumPy's divide-by-zero warning."""
+    if not hasattr(e, "shape"):
+        if e >= 0:
+            return h * x**e
+        pole = x == 0
+    else:
+        pole = xp.logical_and(x == 0, e < 0)
+    return xp.where(pole, _times_inf(xp, h), h * xp.where(pole, 1.0, x) ** e)
+
+
+def _pole_power_call(xp: Any, h: Any, x: Any, e: Any) -> Any:
+    # inside a rule: the forward on raw arrays, recorded on Tensors (create_graph)
+    if is_xpgrad(xp):
+        return apply(_pole_power, (h, x, e), {})
+    return _pole_power_fwd(xp, h, x, e)
+
+
+def _pole_power_dx(xp: Any, c: Any, h: Any, x: Any, e: Any) -> Any:
+    # c * d/dx (h x^e) = c h e x^(e - 1), 0 where e == 0 (h x^0 is constant, as PyTorch's pow):
+    # there the exponent is made 1, not -1 (0 * 0^-1 would be NaN)
+    if not hasattr(e, "shape"):
+        e1: Any = 1.0 if e == 0 else e - 1
+    else:
+        e1 = xp.where(e == 0, 1.0, e - 1)
+    return _pole_power_call(xp, c * h * e, x, e1)
+
+
+def _pole_power_de(xp: Any, c: Any, h: Any, x: Any, e: Any) -> Any:
+    # c * d/de (h x^e) = c h x^e log(x): 0 where x == 0 and e >= 0 (PyTorch's pow), -+inf at a pole
+    zero = xp.logical_and(x == 0, e >= 0)
+    xs = xp.where(zero, 1.0, x)
+    log = xp.where(xs > 0, xp.log(xp.where(xs > 0, xs, 1.0)), xp.where(xs == 0, -math.inf, xp.full_like(xs, math.nan)))
+    return xp.where(zero, 0.0, _pole_power_call(xp, c * h, xs, e) * log)
+
+
+_pole_power = primitive("pow.pole_power", _pole_power_fwd, chapter="internal")
+_pole_power.defvjp(lambda xp, g, ans, h, x, e: _pole_power_call(xp, g, x, e),
+                   lambda xp, g, ans, h, x, e: _pole_power_dx(xp, g, h, x, e),
+                   lambda xp, g, ans, h, x, e: _pole_power_de(xp, g, h, x, e))
+_pole_power.defjvp(lambda xp, t, ans, h, x, e: _pole_power_call(xp, t, x, e),
+                   lambda xp, t, ans, h, x, e: _pole_power_dx(xp, t, h, x, e),
+                   lambda xp, t, ans, h, x, e: _pole_power_de(xp, t, h, x, e))
 
 
 def _scalar_log(x: float | complex) -> float | complex:

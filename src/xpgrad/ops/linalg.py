@@ -24,8 +24,11 @@ Degenerate points, documented per function and as in PyTorch:
 - ``qr``: differentiable in ``"reduced"`` mode, and in ``"complete"`` mode when
   rows <= columns (where it equals reduced); complete mode with more rows than
   columns raises, as in PyTorch.
-- ``det``/``slogdet``/``inv``/``solve``/``cholesky``: the rules use the inverse or
-  solves with the input, so a singular input gives inf/nan (or the backend's error).
+- ``det``: the gradient is the adjugate (its conjugate transpose), from the SVD at a
+  singular matrix, as in PyTorch; higher order too (NaN where the singular values
+  repeat, as PyTorch's).
+- ``slogdet``/``inv``/``solve``/``cholesky``: the rules use the inverse or solves
+  with the input, so a singular input gives inf/nan (or the backend's error).
 - ``pinv``: differentiable where the rank is locally constant (full rank); ``rtol``
   only affects the forward.
 - ``vector_norm``: at the zero vector the gradient is 0 (PyTorch); ``ord=0`` has a
@@ -39,9 +42,11 @@ from typing import Any, Literal, NamedTuple
 
 import array_api_compat
 
+from .. import _lazy
 from .._dispatch import _raw
 from .._dtypes import to_backend
 from .._exceptions import NonDifferentiableError, XpgradValueError
+from .._tracing import is_tracer
 from .._vmap_rules.linalg import batched_rtol
 from ..autograd import _batched
 from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
@@ -194,18 +199,57 @@ def inv(x: Array, /) -> Array:
 
 
 # ---------------------------------------------------------------- det
+def _known_invertible(ans: Any) -> bool:
+    """Whether every determinant in ``ans`` is known to be nonzero, read without waiting on a
+    lazy (Dask) or traced (``xg.jit``, JAX, a meta tensor) value: False where it cannot be
+    read, and where some is 0."""
+    raw = _raw(ans) if isinstance(ans, Tensor) else ans
+    if is_tracer(raw) or _lazy.is_lazy(raw):
+        return False
+    try:
+        return not bool(array_api_compat.array_namespace(raw).any(raw == 0))
+    except Exception:  # noqa: BLE001 - a value that cannot be read (a JAX tracer, a meta tensor): both formulas
+        return False
+
+
+def _adjugate(xp: Any, x: Any, ans: Any) -> Any:
+    """``adj(x)``, the derivative of ``det`` (``d det = tr(adj(x) dx)``), for every matrix:
+    ``det(x) inv(x)`` where ``det(x) != 0``, and from the SVD ``x = U diag(S) Vh`` where it is
+    0 (``det(U) det(Vh) Vh^H diag(prod_{j != i} S_j) U^H``, PyTorch's choice), so a singular
+    matrix gets its adjugate (it got NumPy's LinAlgError, or inf/nan). Where the values cannot
+    be read first (jit, Dask), both are computed, each on a matrix its formula is smooth at
+    (the identity for the inverse, ``diag(1 + k / n^2)`` for the SVD, where the other formula
+    is taken), so that neither leaves NaN in the other's gradient one order up."""
+    det_ = _col(xp, _col(xp, ans))
+    if _known_invertible(ans):  # (the common case: no SVD)
+        return det_ * xp.linalg.inv(x)
+    n = x.shape[-1]
+    eye = _eye(xp, x, n)
+    singular = det_ == 0
+    adj_inv = det_ * xp.linalg.inv(xp.where(singular, eye, x))
+    distinct = eye * (1.0 + (xp.cumulative_sum(xp.ones_like(eye), axis=-1) - 1.0) / (n * n))  # distinct, product < e
+    u, sv, vh = xp.linalg.svd(xp.where(singular, x, distinct))
+    others = xp.prod(xp.where(eye == 1, 1.0, _row(xp, sv)), axis=-1)  # prod_{j != i} S_j, no division
+    unit = xp.linalg.det(u) * xp.linalg.det(vh)
+    adj_svd = _col(xp, _col(xp, unit)) * ((_mH(xp, vh) * _like_complex(xp, _row(xp, others), vh)) @ _mH(xp, u))
+    return xp.where(singular, adj_svd, adj_inv)
+
+
 def _det_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
-    # d det = det * tr(inv(x) dx): the gradient is g * conj(det) * inv(x)^H
-    return _col(xp, _col(xp, g * conj(xp, ans))) * _mH(xp, xp.linalg.inv(x))
+    # d det = tr(adj(x) dx): the gradient is g * adj(x)^H (g * conj(det) * inv(x)^H where invertible)
+    return _col(xp, _col(xp, g)) * _mH(xp, _adjugate(xp, x, ans))
 
 
-@op.function(fwd=lambda xp, x: xp.linalg.det(x), vjp=(_det_vjp,),
-             jvp=(lambda xp, t, ans, x: ans * _trace(xp, _solve(xp, x, t)),), save=(0,), save_ans=True)
+def _det_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
+    return _trace(xp, _adjugate(xp, x, ans) @ _like_complex(xp, t, x))
+
+
+@op.function(fwd=lambda xp, x: xp.linalg.det(x), vjp=(_det_vjp,), jvp=(_det_jvp,), save=(0,), save_ans=True)
 def det(x: Array, /) -> Array:
     """The determinant of each square matrix.
 
-    The gradient uses ``inv(x)``: at a singular matrix it is inf/nan (or the
-    backend's error), not the adjugate.
+    The gradient is the adjugate's conjugate transpose (``g * det * inv(x)^H`` where
+    ``x`` is invertible), from the SVD at a singular matrix, as in PyTorch.
 
     Examples:
         >>> import xpgrad as xg

@@ -278,3 +278,26 @@ def test_checkpoint_recomputation_updates_no_state(jitted: bool, backend: Any) -
         _same(backend, m1.running_mean, m2.running_mean)
         _same(backend, m1.running_var, m2.running_var)
         np.testing.assert_allclose(to_numpy(m1.weight.grad), to_numpy(m2.weight.grad), rtol=1e-12, atol=1e-12)
+
+
+def _two(w: Any, x: Any) -> Any:
+    return xg.sin(w) * x, xg.sum(xg.exp(w))
+
+
+def test_one_of_two_results_and_a_retained_graph(backend: Any) -> None:
+    # backward from one result of two (the other's cotangent is zero), twice on a retained graph:
+    # the backward program never writes into its residuals
+    jf = xg.jit(_two)
+    x = _arr(backend, 4)
+    for k in range(3):
+        w1, w2 = xg.Tensor(x * (k + 1.0), requires_grad=True), xg.Tensor(x * (k + 1.0), requires_grad=True)
+        l1, l2 = xg.sum(jf(w1, x)[0] ** 2), xg.sum(_two(w2, x)[0] ** 2)
+        for _ in range(2):
+            l1.backward(retain_graph=True)
+            l2.backward(retain_graph=True)
+        _same(backend, w1.grad, w2.grad)
+        w1, w2 = xg.Tensor(x, requires_grad=True), xg.Tensor(x, requires_grad=True)
+        (jf(w1, x)[1] * 2.0).backward()
+        (_two(w2, x)[1] * 2.0).backward()
+        _same(backend, w1.grad, w2.grad)
+    assert jf.cache_info().traces == 1

@@ -28,7 +28,13 @@ same in the recomputation: the forward saves the state of the generator of the
 current policy, and the recomputation runs under the same policy with that state
 restored, then puts back the state it found (so backward leaves the stream where it
 was), as PyTorch's ``preserve_rng_state=True``. An explicit
-:class:`xpgrad.random.Generator` that ``f`` closes over is not saved.
+:class:`xpgrad.random.Generator` that ``f`` closes over is not saved. Inside ``xg.jit``,
+where a draw is a call of the program, the recomputation is handed the forward's
+traced draws instead (the program draws once per call).
+
+State: the recomputation runs with ``RECOMPUTING`` set, so BatchNorm does not update its
+running statistics and ``num_batches_tracked`` a second time. The version counter of
+every Tensor ``f``'s ops read (closed-over constants too) is checked before it runs.
 """
 
 from __future__ import annotations

@@ -568,7 +568,7 @@ class Jitted:
         lin = entry.linear
         if lin is not None and GRAD_ENABLED.get():
             outs = [res[s] for s in entry.grad_outputs]
-            call = _Call(self, lin, res[entry.n_out:], args, kwargs, rng)
+            call = _Call(self, lin, res[entry.n_out:], args, kwargs, rng, outs)
             made = dict(zip(entry.grad_outputs, _record_call(call, cells, outs)))
         return _build_out(entry.out_tmpl, res, made)
 
@@ -953,16 +953,19 @@ class _Call:
     """One differentiable call of a jitted function: its residuals, for the backward program (see :class:`_Linear`)."""
 
     def __init__(self, owner: Jitted, lin: _Linear, residuals: tuple[Any, ...], args: Any, kwargs: Any,
-                 rng: Any) -> None:
+                 rng: Any, outs: list[Any]) -> None:
         self.owner, self.lin, self.residuals, self.args, self.kwargs, self.rng = owner, lin, residuals, args, kwargs, rng
+        # (the outputs' shapes, dtypes, namespaces and devices: the zero cotangent of an output backward did not reach)
+        self.outs = [(tuple(o.shape), o.dtype, backend_namespace(o), array_api_compat.device(o)) for o in outs]
         self.g: Any = None
         self.result: list[Any] = []
 
-    def cotangents(self, xp: Any, g: Any, outs: list[Any]) -> list[Any]:
+    def cotangents(self, xp: Any, g: Any) -> list[Any]:
         if self.g is g:
             return self.result
-        gs = list(g) if isinstance(g, tuple) else [g]
-        gs = [xp.zeros_like(o) if gi is None else gi for gi, o in zip(gs, outs)]
+        gs = list(g) if isinstance(g, (tuple, list)) else [g]
+        gs = [ns.zeros(shape, dtype=dt, device=dev) if gi is None else gi
+              for gi, (shape, dt, ns, dev) in zip(gs, self.outs, strict=True)]
         if any(isinstance(x, Tensor) for x in gs):  # create_graph: the VJP is recorded, so it runs eagerly
             res = self._recompute(gs)
         else:
@@ -1001,9 +1004,7 @@ class _Call:
 
 
 def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
-    call = args[-1]
-    outs = list(ans) if isinstance(ans, tuple) else [ans]
-    return call.cotangents(xp, g, outs)[i]
+    return args[-1].cotangents(xp, g)[i]
 
 
 def _record_call(call: _Call, cells: _Cells, outs: list[Any]) -> list[Tensor]:

@@ -792,7 +792,7 @@ def test_bad_static_values_raise_naming_them(np_backend: Any) -> None:
 # ====================================================================== results that required grad
 def test_gradients_through_a_jitted_function(backend: Any) -> None:
     # a result that depends on Tensors requiring grad hangs from them by one node, whose VJP is
-    # the jitted VJP of f: backward through the call equals eager, on the trace and on replays
+    # the backward program of f: backward through the call equals eager, on the trace and on replays
     def g(w: Any) -> Any:
         return xg.sum(xg.sin(w) * w)
 
@@ -807,8 +807,7 @@ def test_gradients_through_a_jitted_function(backend: Any) -> None:
         (g(w2) * 2.0 + xg.sum(w2)).backward()
         # (the jitted VJP sums the two terms of sin(w) * w before the engine adds sum(w)'s: 1 ulp apart)
         np.testing.assert_allclose(to_numpy(w.grad.data), to_numpy(w2.grad.data), rtol=1e-12)
-    assert f.cache_info().traces == 1
-    assert f._vjp is not None and f._vjp.cache_info().traces == 1
+    assert f.cache_info().traces == 1  # (one trace: the forward and the backward program)
     # grad of jit, and second order (create_graph: the VJP runs eagerly, recorded)
     x = _arr(backend, 3)
     _check(backend, xg.grad(f)(x), xg.grad(g)(x))

@@ -28,12 +28,19 @@ same in the recomputation: the forward saves the state of the generator of the
 current policy, and the recomputation runs under the same policy with that state
 restored, then puts back the state it found (so backward leaves the stream where it
 was), as PyTorch's ``preserve_rng_state=True``. An explicit
-:class:`xpgrad.random.Generator` that ``f`` closes over is not saved.
+:class:`xpgrad.random.Generator` that ``f`` closes over is not saved. Inside ``xg.jit``,
+where a draw is a call of the program, the recomputation is handed the forward's
+traced draws instead (the program draws once per call).
+
+State: the recomputation runs with ``RECOMPUTING`` set, so BatchNorm does not update its
+running statistics and ``num_batches_tracked`` a second time. The version counter of
+every Tensor ``f``'s ops read (closed-over constants too) is checked before it runs.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -41,17 +48,20 @@ from . import functional
 from ._dispatch import backend_namespace
 from ._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError
 from ._policy import _policy_scope, current_policy
+from ._tracing import TRACE
 from .autograd import _core
 from .autograd._batched import STACK
 from .autograd._core import FWD_LEVELS, GRAD_SLOT, Node, Primitive, _record
 from .autograd._engine import _engine_call
-from .autograd._grad_mode import GRAD_ENABLED, enable_grad
+from .autograd._grad_mode import GRAD_ENABLED, RECOMPUTING, enable_grad
 from .autograd._tensor import Tensor, _wrap
 from .functional import _identity
 from .ops._common import is_xpgrad
 from .random import _current
 
 __all__ = ["checkpoint", "remat"]
+
+_READS_LOCK = threading.Lock()  # (guards _core.READS, shared by the threads)
 
 
 def _fname(f: Any) -> str:
@@ -111,11 +121,12 @@ class _Call:
     """What the checkpoint node keeps besides the saved arguments: the function, the
     static parts of the call, and how to find the boundary again. Never a Tensor made by ``f``."""
 
-    __slots__ = ("closed", "depth", "ex_pos", "f", "g", "keys", "leaves", "n_ex", "n_leaves", "name", "out_pos",
-                 "policy", "result", "rng", "tree", "versions", "where")
+    __slots__ = ("closed", "depth", "drawn", "ex_pos", "f", "g", "keys", "leaves", "n_ex", "n_leaves", "name", "out_pos",
+                 "policy", "result", "rng", "trace", "tree", "versions", "where")
 
     closed: list[tuple[Any, int, Any]]  # per closed-over Tensor: (leaf or node, output index, shape/dtype)
     depth: int  # functional._DEPTH at the forward
+    drawn: list[Any] | None  # inside xg.jit: the traced values f drew (its recomputation reuses them)
     ex_pos: list[int]  # which argument leaves are the node's explicit inputs
     f: Callable[..., Any]
     keys: dict[tuple[int, int], int]  # closed-over Tensor's key -> its index in ``closed``
@@ -126,6 +137,7 @@ class _Call:
     out_pos: list[int]  # which output leaves are the node's outputs
     policy: Any  # the DevicePolicy of the forward
     rng: Any  # (generator, its state before the forward), or None
+    trace: Any  # the xg.jit trace the forward ran in, or None
     tree: Any  # (args, kwargs) as called
     versions: list[tuple[list[int], int]]  # version counters of what f read, and their values
     where: tuple[Any, Any]  # the outputs' namespace and device
@@ -176,10 +188,12 @@ class _Call:
             closed = [self._closed_standin(k, graph) for k in range(len(self.closed))]
             marker = next(_core._seq)
             token = t._DEPTH.set(self.depth)
+            again = RECOMPUTING.set(True)  # (state writes of f, done by the forward, are not done again)
             try:
                 with _policy_scope(self.policy):
                     out = self._run_rng(args, kwargs)
             finally:
+                RECOMPUTING.reset(again)
                 t._DEPTH.reset(token)
             out_leaves = t.leaves_of(out)
             if len(out_leaves) != self.n_leaves:
@@ -240,6 +254,15 @@ class _Call:
         return s
 
     def _run_rng(self, args: Any, kwargs: Any) -> Any:
+        trace = TRACE.get()
+        if self.drawn is not None and trace is not None and trace is self.trace:
+            # inside xg.jit: a draw is a call of the program; the recomputation takes the forward's
+            # values instead of drawing again (the program draws once per call, as eagerly)
+            trace.redraws.append(list(self.drawn))
+            try:
+                return self.f(*args, **kwargs)
+            finally:
+                trace.redraws.pop()
         if self.rng is None:
             return self.f(*args, **kwargs)
         gen, state = self.rng
@@ -346,13 +369,27 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
             rng = (gen, gen._np.bit_generator.state)
     marker = next(_core._seq)
     a2, k2 = t.unflatten(tree, run_leaves)
-    out = f(*a2, **k2)
+    trace = TRACE.get()
+    drawn: list[Any] | None = [] if preserve_rng_state and trace is not None else None
+    if drawn is not None:
+        trace.draw_logs.append(drawn)  # type: ignore[union-attr]
+    reads: dict[int, list[int]] = {}  # the version counters of every Tensor f's ops read (closed-over constants too)
+    entry = (threading.get_ident(), reads)
+    with _READS_LOCK:
+        _core.READS.append(entry)
+    try:
+        out = f(*a2, **k2)
+    finally:
+        with _READS_LOCK:
+            _core.READS[:] = [e for e in _core.READS if e is not entry]
+        if drawn is not None:
+            trace.draw_logs.pop()  # type: ignore[union-attr]
     out_leaves = t.leaves_of(out)
     out_pos = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor) and o._requires_grad]
     if not out_pos:  # nothing f read requires grad: a constant result
         return out
     outs = [_core.apply(_identity, (out_leaves[k],), {}) for k in out_pos]
-    boxes: dict[int, list[int]] = {}
+    boxes: dict[int, list[int]] = dict(reads)
     found = _boundary([o._node for o in outs], marker, {id(s) for s in stand}, set(), boxes)
     keys: dict[tuple[int, int], int] = {}
     closed: list[tuple[Any, int, Any]] = []
@@ -382,6 +419,8 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call.n_leaves = len(out_leaves)
     call.policy = policy
     call.rng = rng
+    call.drawn = drawn
+    call.trace = trace
     call.depth = t._DEPTH.get()
     for a in leaves:
         if isinstance(a, Tensor):

@@ -37,6 +37,7 @@ from ._dispatch import backend_namespace, public_namespace
 from ._dtypes import dtype_name, to_backend
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
 from ._policy import check_device_has_dtypes, current_policy
+from ._tracing import base_namespace, is_tracer
 from .autograd._tensor import Tensor, _to_numpy
 
 __all__ = ["load", "save"]
@@ -79,6 +80,9 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
 
 def _cross(data: Any, xp: Any, device: Any) -> Any:
     """An array of library ``xp`` from an array of another library."""
+    if is_tracer(data):  # (inside xg.jit, a traced array: the move is one call of the program, on its values)
+        base = base_namespace(xp) or xp
+        return data._t.call(_cross, "move_array", (data, base, device), {}, base)
     if not array_api_compat.is_numpy_array(data) and not array_api_compat.is_dask_array(data):
         try:
             out = xp.from_dlpack(data)

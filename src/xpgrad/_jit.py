@@ -21,6 +21,7 @@ and anomaly modes.
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import linecache
 import math
@@ -35,7 +36,7 @@ import numpy as np
 
 from . import _tracing
 from ._dispatch import backend_namespace
-from ._exceptions import XpgradTypeError, XpgradValueError
+from ._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from ._jit_passes import frees_at as _frees_at
 from ._jit_passes import last_uses as _last_uses
 from ._jit_passes import optimize as _optimize
@@ -48,6 +49,7 @@ from .autograd._anomaly import ANOMALY
 from .autograd._engine import grad as _autograd_grad
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
+from .random import _current as _current_generator
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
@@ -437,6 +439,8 @@ class _Entry:
     counts: list[int]  # optimizer steps the call made, per state object
     bumps: list[tuple[int, int]]  # (tensor index, version increments) for tensors updated in place
     donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
+    n_out: int  # the program's outputs before the residuals (which follow them, for the backward program)
+    linear: _Linear | None  # the backward program, where results required grad when traced
 
     run: Callable[..., tuple[Any, ...]]
 
@@ -458,8 +462,6 @@ class Jitted:
         self._tracing: dict[Any, threading.Lock] = {}  # signature -> held while it is traced
         self._traces = 0
         self._name = getattr(f, "__name__", type(f).__name__)
-        self._pure = False  # (True: the VJP of a jitted call: state is read, never written back)
-        self._vjp: Jitted | None = None
         # calls whose arguments are all raw arrays (no Tensor, Module, keyword or static argument):
         # a key of their types, shapes, dtypes (strides, devices) -> an entry with nothing to write back
         self._fast: dict[Any, _Entry] = {}
@@ -529,6 +531,9 @@ class Jitted:
         key = (tuple(flat.key), cells.key(), id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
         res: tuple[Any, ...] | None = None
         entry = self._lookup(key)
+        # (the generator's state before a call that draws: a recomputation for create_graph replays it)
+        rng = _rng_now() if GRAD_ENABLED.get() and (entry is None or (entry.linear is not None and entry.linear.stateful)) \
+            else None
         if entry is None:
             # one trace per signature: a thread that finds another tracing it waits, then replays
             with self._lock:
@@ -545,7 +550,7 @@ class Jitted:
             if len(self._fast) >= self.cache_size:
                 self._fast.clear()
             self._fast[fk] = entry
-        return self._results(entry, res, cells, args, kwargs)
+        return self._results(entry, res, cells, args, kwargs, rng)
 
     def _lookup(self, key: Any) -> _Entry | None:
         """The cached entry of a signature (counted as a hit, made the most recently used), or None."""
@@ -556,14 +561,15 @@ class Jitted:
                 self._hits += 1
             return entry
 
-    def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any) -> Any:
-        """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is jitted."""
+    def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any, rng: Any) -> Any:
+        """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is
+        the backward program, run on the residuals this call's forward program returned."""
         made: dict[int, Tensor] = {}
-        if entry.grad_outputs and GRAD_ENABLED.get():
-            req = [t for t in cells.tensors if t._requires_grad]
-            if req:
-                outs = [res[s] for s in entry.grad_outputs]
-                made = dict(zip(entry.grad_outputs, _record_call(self, req, outs, args, kwargs)))
+        lin = entry.linear
+        if lin is not None and GRAD_ENABLED.get():
+            outs = [res[s] for s in entry.grad_outputs]
+            call = _Call(self, lin, res[entry.n_out:], args, kwargs, rng, outs)
+            made = dict(zip(entry.grad_outputs, _record_call(call, cells, outs)))
         return _build_out(entry.out_tmpl, res, made)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
@@ -599,27 +605,6 @@ class Jitted:
 
     lower = trace
 
-    def _vjp_jitted(self) -> Jitted:
-        """``jit`` of ``(cotangents, *args) -> gradients`` of the Tensors that require grad: the
-        backward of a differentiated call (it recomputes the forward, as ``jax.checkpoint`` does)."""
-        if self._vjp is None:
-            f = self.f
-
-            def vjp(cts: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
-                with enable_grad():
-                    out = f(*args, **kwargs)
-                    ts = _tensors_of((args, kwargs))
-                    req = [t for t in ts.values() if t._requires_grad]
-                    gs = _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=[Tensor(c) for c in cts],
-                                        allow_unused=True)
-                return [None if g is None else g.data for g in gs]
-
-            vjp.__name__ = f"vjp_{self._name}"
-            j = Jitted(vjp, tuple(i + 1 for i in self.static_argnums), self.static_argnames, (), self.compile, self.cache_size)
-            j._pure = True
-            self._vjp = j
-        return self._vjp
-
     def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *,
                     keep: bool) -> tuple[_Entry, tuple[Any, ...]]:
         if self.compile == "torch":  # (refused before f runs: torch.compile takes torch tensors only)
@@ -628,7 +613,6 @@ class Jitted:
                 msg = f"jit({self._name}, compile='torch'): the arguments are {sorted(libs)} arrays; torch.compile takes torch tensors"
                 raise XpgradValueError(msg)
         trace = Trace(self._name)
-        snap = _snapshot(cells) if self._pure else None
         entry = _Entry()
         entry.key = key
         token = TRACE.set(trace)
@@ -685,6 +669,14 @@ class Jitted:
             numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
             kept = {k for k, _ in numbers}
+            # outputs that require grad: the backward of the call is traced too, from cotangents that
+            # are inputs of the trace, and the trace is split in two programs (see _Linear)
+            lin = None
+            if GRAD_ENABLED.get():
+                req = [t for t in cells.tensors if t._requires_grad]
+                grad_leaves = _grad_leaves(out, flat.tensors)
+                if req and grad_leaves:
+                    lin = _trace_backward(trace, req, grad_leaves)
         finally:
             TRACE.reset(token)
             with _ACTIVE_LOCK:
@@ -706,7 +698,15 @@ class Jitted:
             self._traces += 1
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
         reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
-        program = Program(trace, outputs, donated, self._name, reuse)
+        run_trace = trace
+        entry.n_out = len(outputs)
+        entry.linear = None
+        if lin is not None:  # (the forward program also returns the residuals the backward program reads)
+            run_trace = lin.split(trace, outputs, self._name, self.compile, reuse)
+            entry.linear = lin
+            lin.kept = [i for i, (t, tr) in enumerate(zip(cells.tensors, tensor_in))
+                        if not t._requires_grad and tr._i in lin.residuals]
+        program = Program(run_trace, outputs, donated, self._name, reuse)
         entry.program = program
         entry.out_tmpl = out_tmpl
         entry.rebind = rebind
@@ -717,12 +717,12 @@ class Jitted:
         entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
         entry.grad_outputs = _grad_outputs(out_tmpl)
         entry.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or entry.grad_outputs)
-        if snap is not None:  # (a pure call: the VJP of a jitted function, which recomputes the forward)
-            _restore(cells, snap)
-            entry.rebind, entry.new_grads, entry.number_cells, entry.bumps = [], [], [], []
-            entry.counts = [0] * len(flat.objects)
-        entry.run = _backend_runner(program, trace, self.compile, donated)
-        entry.donated = [k for k, s in enumerate(trace.inputs) if s in donated]
+        if lin is not None:
+            # (what a recomputation for create_graph could not reproduce: state the call changes)
+            lin.changes_state = bool(entry.rebind or entry.new_grads or entry.number_cells or entry.bumps
+                                     or any(entry.counts) or _writes_inputs(run_trace))
+        entry.run = _backend_runner(program, run_trace, self.compile, donated)
+        entry.donated = [k for k, s in enumerate(run_trace.inputs) if s in donated]
         # the first call's result: the program's outputs as the trace computed them
         result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
         trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
@@ -848,45 +848,178 @@ def _grad_leaves(out: Any, tensors: dict[int, Tensor]) -> list[Tensor]:
     return []
 
 
-class _Call:
-    """One differentiable call of a jitted function: its arguments, for the VJP (see :func:`_record_call`)."""
+class _Linear:
+    """The backward of a traced call whose results require grad, split from its forward (partial evaluation).
 
-    def __init__(self, owner: Jitted, args: Any, kwargs: Any) -> None:
-        self.owner, self.args, self.kwargs = owner, args, kwargs
+    The trace runs ``f``, then the backward pass of its results requiring grad from
+    cotangents that are inputs of the trace (the gradients of the Tensors requiring grad
+    are its outputs). The instructions recorded by ``f`` make the forward program, which also
+    returns the *residuals*: its values that the backward instructions read. Those make the
+    backward program, of (residuals, cotangents). So a backward through the call never runs
+    ``f`` again: no second draw of its random numbers, no second update of its state
+    (running statistics, writes in place), as ``jax.vjp`` of a jitted function.
+    """
+
+    def __init__(self, start: int, nslots: int, n_inputs: int, cts: list[int], grads: list[Any],
+                 error: BaseException | None) -> None:
+        self.start = start  # the first instruction of the backward
+        self.nslots = nslots  # the slots below are values of the forward
+        self.n_inputs = n_inputs  # the forward's inputs: the trace's first ones
+        self.cts = cts  # the cotangents' slots
+        self.grads = grads  # per Tensor requiring grad: its gradient's slot, or ("const", value)
+        self.error = error  # what tracing the backward raised: raised again by a backward through the call
+        self.run: Callable[..., tuple[Any, ...]] | None = None
+        self.program: Program | None = None
+        self.stateful = False  # the forward draws random numbers (a recomputation must replay them)
+        self.residuals: set[int] = set()  # the residuals' slots
+        self.kept: list[int] = []  # the Tensors (by index) that require no grad and whose arrays are residuals
+        self.changes_state = False  # the forward writes state back (a recomputation would do it again)
+
+    def split(self, trace: Trace, outputs: list[Any], name: str, compile: str | None,  # noqa: A002
+              reuse: bool) -> Trace:
+        """Build the backward program; append the residuals to ``outputs``; return the forward's trace."""
+        n = self.nslots
+        bwd = trace.instructions[self.start:]
+        res: dict[int, None] = {}
+        for x in bwd:
+            for t in _tracing._tracers_in((x.args, x.kwargs)):
+                if t._i < n:
+                    res[t._i] = None
+            if x.writes is not None and x.writes < n:
+                res[x.writes] = None
+        for g in self.grads:
+            if isinstance(g, int) and g < n:
+                res[g] = None
+        residuals = list(res)
+        self.residuals = set(residuals)
+        outputs.extend(residuals)
+        fwd = copy.copy(trace)
+        fwd.instructions = trace.instructions[:self.start]
+        fwd.inputs = trace.inputs[:self.n_inputs]
+        self.stateful = trace.stateful
+        if self.error is None:
+            back = copy.copy(trace)
+            back.instructions = bwd
+            back.inputs = residuals + self.cts
+            back.stateful = any(getattr(x.fn, "_xg_stateful", False) for x in bwd)
+            self.program = Program(back, list(self.grads), set(), f"vjp_{name}", reuse)
+            self.run = _backend_runner(self.program, back, compile, set())
+        return fwd
+
+
+def _trace_backward(trace: Trace, req: list[Tensor], leaves: list[Tensor]) -> _Linear:
+    """Trace the backward pass of ``leaves`` (results requiring grad) to ``req`` from new cotangent inputs."""
+    start, nslots, n_inputs = len(trace.instructions), len(trace.witness), len(trace.inputs)
+    cts = []
+    for t in leaves:
+        d = t.data
+        w = d._w if type(d) is Tracer else d
+        xp = backend_namespace(w)
+        xp = _tracing.base_namespace(xp) or xp
+        cts.append(trace.input(xp.ones_like(w), xp, "a cotangent"))
+    grads: list[Any] = []
+    error = None
+    try:
+        with enable_grad():
+            gs = _autograd_grad(leaves, req, grad_outputs=[Tensor(c) for c in cts], allow_unused=True)
+        for g in gs:
+            d = None if g is None else g.data
+            grads.append(d._i if type(d) is Tracer else ("const", d))
+    except Exception as e:  # noqa: BLE001 - (raised again by a backward through the call, not by the call)
+        error = e
+        del trace.instructions[start:]
+    return _Linear(start, nslots, n_inputs, [c._i for c in cts], grads, error)
+
+
+def _writes_inputs(trace: Trace) -> bool:
+    """Whether the program writes in place into one of its inputs (or a view of one)."""
+    ins = set(trace.inputs)
+    ws = [trace.witness[s] for s in trace.inputs]
+    may_alias = _tracing._MAY_ALIAS[0]
+    for x in trace.instructions:
+        s = x.writes
+        if s is not None and (s in ins or any(may_alias(trace.witness[s], w) for w in ws)):
+            return True
+    return False
+
+
+def _rng_now() -> tuple[Any, Any]:
+    gen = _current_generator()
+    with gen._lock:
+        return gen, gen._np.bit_generator.state
+
+
+class _Call:
+    """One differentiable call of a jitted function: its residuals, for the backward program (see :class:`_Linear`)."""
+
+    def __init__(self, owner: Jitted, lin: _Linear, residuals: tuple[Any, ...], args: Any, kwargs: Any,
+                 rng: Any, outs: list[Any]) -> None:
+        self.owner, self.lin, self.residuals, self.args, self.kwargs, self.rng = owner, lin, residuals, args, kwargs, rng
+        # (the outputs' shapes, dtypes, namespaces and devices: the zero cotangent of an output backward did not reach)
+        self.outs = [(tuple(o.shape), o.dtype, backend_namespace(o), array_api_compat.device(o)) for o in outs]
         self.g: Any = None
         self.result: list[Any] = []
 
-    def cotangents(self, xp: Any, g: Any, outs: list[Any]) -> list[Any]:
+    def cotangents(self, xp: Any, g: Any) -> list[Any]:
         if self.g is g:
             return self.result
-        gs = list(g) if isinstance(g, tuple) else [g]
-        gs = [xp.zeros_like(o) if gi is None else gi for gi, o in zip(gs, outs)]
+        gs = list(g) if isinstance(g, (tuple, list)) else [g]
+        gs = [ns.zeros(shape, dtype=dt, device=dev) if gi is None else gi
+              for gi, (shape, dt, ns, dev) in zip(gs, self.outs, strict=True)]
         if any(isinstance(x, Tensor) for x in gs):  # create_graph: the VJP is recorded, so it runs eagerly
-            with enable_grad():
-                out = self.owner.f(*self.args, **self.kwargs)
-                ts = _tensors_of((self.args, self.kwargs))
-                req = [t for t in ts.values() if t._requires_grad]
-                res = _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
+            res = self._recompute(gs)
         else:
-            res = self.owner._vjp_jitted()(gs, *self.args, **self.kwargs)
+            lin = self.lin
+            if lin.error is not None:
+                raise lin.error
+            res = lin.run(*self.residuals, *gs)  # type: ignore[misc]
         self.g, self.result = g, list(res)
         return self.result
 
+    def _recompute(self, gs: list[Any]) -> Any:
+        """The VJP under create_graph: ``f`` again, eagerly and recorded, drawing the forward's random numbers."""
+        if self.lin.changes_state:
+            name = self.owner._name
+            msg = (f"jit({name}): a gradient of a gradient (create_graph) through a jitted call that changes "
+                   "state (a buffer, a parameter, an optimizer or an argument updated in place) would run "
+                   f"{name} again and change it twice; take the gradients inside the jitted function "
+                   "(xg.jit(xg.grad(...))) or call the function without jit")
+            raise XpgradRuntimeError(msg)
+        with enable_grad():
+            if self.rng is None:
+                out = self.owner.f(*self.args, **self.kwargs)
+            else:
+                gen, state = self.rng
+                with gen._lock:
+                    now = gen._np.bit_generator.state
+                    gen._np.bit_generator.state = state
+                try:
+                    out = self.owner.f(*self.args, **self.kwargs)
+                finally:
+                    with gen._lock:
+                        gen._np.bit_generator.state = now
+            ts = _tensors_of((self.args, self.kwargs))
+            req = [t for t in ts.values() if t._requires_grad]
+            return _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
+
 
 def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
-    call = args[-1]
-    outs = list(ans) if isinstance(ans, tuple) else [ans]
-    return call.cotangents(xp, g, outs)[i]
+    return args[-1].cotangents(xp, g)[i]
 
 
-def _record_call(owner: Jitted, req: list[Tensor], outs: list[Any], args: Any, kwargs: Any) -> list[Tensor]:
-    """One node for the outputs, its parents the Tensors that require grad; its VJP the jitted VJP of ``f``."""
-    call = _Call(owner, args, kwargs)
+def _record_call(call: _Call, cells: _Cells, outs: list[Any]) -> list[Tensor]:
+    """One node for the outputs, its parents the Tensors that require grad; its VJP the backward program.
+
+    Tensors whose arrays are residuals are inputs of the node too (with no gradient): as for
+    any node, backward refuses them modified in place after the call (InPlaceModificationError)."""
+    req = [t for t in cells.tensors if t._requires_grad]
+    kept = [cells.tensors[i] for i in call.lin.kept]
     multi = len(outs) != 1
-    prim = _core.Primitive(f"jit({owner._name})", lambda xp, *a, **k: None, multi=multi, chapter="internal")
+    prim = _core.Primitive(f"jit({call.owner._name})", lambda xp, *a, **k: None, multi=multi, chapter="internal")
     prim.defvjp(rest=_rule)
     xp = backend_namespace(*outs)
-    res = _core._record(prim, xp, (*req, call), [*(t.data for t in req), call], {}, tuple(outs) if multi else outs[0])
+    ts = (*req, *kept)
+    res = _core._record(prim, xp, (*ts, call), [*(t.data for t in ts), call], {}, tuple(outs) if multi else outs[0])
     return list(res) if multi else [res]
 
 

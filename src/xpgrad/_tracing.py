@@ -104,6 +104,10 @@ class Trace:
         # arrays): their values are the same at every call, so Python may read them, as JAX reads
         # a concrete array under jax.jit (SciPy's `if xp.any(order != xp.round(order))`)
         self.varying: set[int] = set()
+        # checkpoint inside the trace: the draws of its forward are logged, and its recomputation
+        # is served those same values (the program draws once; the backward reads the forward's numbers)
+        self.draw_logs: list[list[Tracer]] = []
+        self.redraws: list[list[Tracer]] = []
 
     def forget(self) -> None:
         """Drop the witnesses (the first call's values), keeping each tracer's shape, dtype and device."""
@@ -202,12 +206,17 @@ class Trace:
         program that holds one is replayed, not handed to ``jax.jit`` (which would fix
         the numbers at compile time).
         """
-        out = fn()
-        fn._xg_stateful = True
-        self.stateful = True
-        t = self.new(out, _namespace_for(out, xp), name)
-        self.instructions.append(Instruction(fn, name, (), {}, [t._i], False, None))
-        self.varying.add(t._i)
+        if self.redraws and self.redraws[-1]:  # (a checkpoint's recomputation: the forward's draw again)
+            t = self.redraws[-1].pop(0)
+        else:
+            out = fn()
+            fn._xg_stateful = True
+            self.stateful = True
+            t = self.new(out, _namespace_for(out, xp), name)
+            self.instructions.append(Instruction(fn, name, (), {}, [t._i], False, None))
+            self.varying.add(t._i)
+        for log in self.draw_logs:
+            log.append(t)
         return t
 
 

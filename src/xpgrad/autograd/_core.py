@@ -412,6 +412,22 @@ def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
     _vmap_getitem = getitem
 
 
+#: open collectors (``checkpoint``'s forward), each (thread id, {id: version counter}) of every
+#: Tensor an op of that thread reads: backward refuses one modified in place before the
+#: recomputation reads it again
+READS: list[tuple[int, dict[int, list[int]]]] = []
+
+
+def _note_reads(args: Sequence[Any]) -> None:
+    me = threading.get_ident()
+    for a in args:
+        if isinstance(a, Tensor):
+            v = a._version
+            for tid, r in READS:
+                if tid == me:
+                    r[id(v)] = v
+
+
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed.
 
@@ -424,6 +440,8 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             return apply2(prim, args[0], _NOARG, kw)
         if n == 2:
             return apply2(prim, args[0], args[1], kw)
+    if READS:
+        _note_reads(args)
     if prim in SCALAR_PRIMITIVES:  # (where, clip: NumPy scalars next to arrays are Python scalars)
         args = python_scalars(args)
     if _vmap_open:
@@ -533,6 +551,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     one = b is _NOARG
     if not prim.fast:
         return apply(prim, (a,) if one else (a, b), kw)
+    if READS:
+        _note_reads((a,) if one else (a, b))
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
         args = (a,) if one else (a, b)
         return _vmap_apply(prim, python_scalars(args) if prim in SCALAR_PRIMITIVES else args, kw)

@@ -23,6 +23,9 @@ __all__ = ["enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("xpgrad_grad_enabled", default=True)
+#: True while ``checkpoint`` recomputes its function in backward: state the forward updated
+#: already (BatchNorm's running statistics and ``num_batches_tracked``) is left alone
+RECOMPUTING: contextvars.ContextVar[bool] = contextvars.ContextVar("xpgrad_recomputing", default=False)
 
 
 def is_grad_enabled() -> bool:

@@ -16,7 +16,7 @@ from .._dtypes import dtype_name, to_backend
 from .._exceptions import XpgradTypeError, XpgradValueError
 from .._lazy import note_update
 from .._policy import current_policy
-from ..autograd._grad_mode import no_grad
+from ..autograd._grad_mode import RECOMPUTING, no_grad
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias
 from . import init
@@ -660,7 +660,8 @@ class _BatchNorm(Module):
                    f"(num_features, axis 1), got input of shape {tuple(input.shape)}")
             raise XpgradValueError(msg)
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+        # (not in checkpoint's recomputation in backward: the forward counted this batch already)
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None and not RECOMPUTING.get():
             tracked = self.num_batches_tracked
             with no_grad():
                 tracked += 1

@@ -17,7 +17,7 @@ from .._dispatch import backend_namespace as array_namespace
 from .._exceptions import XpgradValueError
 from .._lazy import note_update
 from ..autograd._batched import Batched
-from ..autograd._grad_mode import no_grad
+from ..autograd._grad_mode import RECOMPUTING, no_grad
 from ..autograd._tensor import Tensor
 
 __all__ = ["batch_norm", "group_norm"]
@@ -86,7 +86,8 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         d = input - mu
         var = xg.mean(d * d, axis=axes, keepdims=True)
         y = d / xg.sqrt(var + eps)
-        if training and (running_mean is not None or running_var is not None):
+        if training and (running_mean is not None or running_var is not None) and not RECOMPUTING.get():
+            # (not in checkpoint's recomputation: the forward updated them already)
             if isinstance(input, Batched):
                 msg = (f"{func}: inside vmap, training mode cannot update running_mean/running_var (each example "
                        "would update them differently); use eval mode, or pass running_mean=None and "

@@ -15,7 +15,7 @@ from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _SCALARS, _leaves, _rebuild, _seq, _tree_map
+from .functional import _DEPTH, _SCALARS, PRIVATE_LEAVES, _leaves, _rebuild, _seq, _tree_map
 from .ops.creation import asarray
 from .ops.manipulation import concat
 
@@ -89,7 +89,13 @@ def vmap(
 
     @functools.wraps(f)
     def mapped(*args: Any, **kwargs: Any) -> Any:
-        return _call(f, in_axes, out_axes, axis_size, chunk_size, args, kwargs)
+        if STACK.get() or _DEPTH.get():
+            return _call(f, in_axes, out_axes, axis_size, chunk_size, args, kwargs)
+        token = PRIVATE_LEAVES.set(set())  # (see _unwrap)
+        try:
+            return _call(f, in_axes, out_axes, axis_size, chunk_size, args, kwargs)
+        finally:
+            PRIVATE_LEAVES.reset(token)
 
     return mapped
 
@@ -233,8 +239,8 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
         out_leaves = _leaves(out)
         specs = _leaves(spec) if out_leaves else []
         res = [_exit(o, ax, level, outer, st, Ko, k) for k, (o, ax) in enumerate(zip(out_leaves, specs))]
-    if raw:
-        res = [r.data if type(r) is Tensor else r for r in res]
+    if raw:  # (an output on the graph of a Tensor that requires grad, a model's parameter, stays a Tensor)
+        res = [_unwrap(r) for r in res]
     it2 = iter(res)
     return _tree_map(lambda _: next(it2), out)
 
@@ -316,14 +322,41 @@ def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chun
     for j, ax in enumerate(specs):
         pieces = [fl[j] for fl in flat]
         if ax is None:
-            joined.append(pieces[0])
+            joined.append(_unwrap(pieces[0]) if raw else pieces[0])
             continue
         ts = [p if isinstance(p, Tensor) else _wrap(p) for p in pieces]
         n = ts[0].ndim
         r = concat(ts, axis=ax % n)
-        joined.append(r.data if raw and type(r) is Tensor else r)
+        joined.append(_unwrap(r) if raw else r)
     it3 = iter(joined)
     return _tree_map(lambda _: next(it3), outs[0])
+
+
+def _unwrap(r: Any) -> Any:
+    """An output of a vmap of raw arrays: the backend array, unless it is on the graph of a Tensor
+    that requires grad (closed over: a model's parameters), which keeps it a Tensor, as torch.func does."""
+    if type(r) is not Tensor:
+        return r
+    return r if r._requires_grad and _on_callers_graph(r) else r.data
+
+
+def _on_callers_graph(r: Tensor) -> bool:
+    """Whether ``r``'s graph reaches a leaf that requires grad other than those the transforms
+    inside the vmap made for themselves (``vmap(hessian(f))`` records on its own copies)."""
+    private = PRIVATE_LEAVES.get() or set()
+    if r._node is None:
+        return id(r) not in private
+    todo = [r._node]
+    seen = {id(r._node)}
+    while todo:
+        for p in todo.pop().parents:
+            if isinstance(p, Tensor):
+                if p._requires_grad and id(p) not in private:
+                    return True
+            elif p is not None and id(p) not in seen:
+                seen.add(id(p))
+                todo.append(p)
+    return False
 
 
 def _slice(x: Any, ax: int, start: int, stop: int) -> Any:

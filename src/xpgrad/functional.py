@@ -41,6 +41,18 @@ __all__ = ["grad", "hvp", "jvp", "linearize", "stop_gradient", "value_and_grad",
 
 # how many transforms are running around this call (>0: record backward passes)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("xpgrad_transform_depth", default=0)
+#: inside a top-level vmap: the ids of the leaves that the transforms inside it made (their
+#: inputs' copies), which no caller can differentiate: an output on the graph of these alone
+#: is returned as the caller's array (see ``xpgrad._vmap``)
+PRIVATE_LEAVES: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("xpgrad_private_leaves",
+                                                                                  default=None)
+
+
+def note_private(t: Any) -> None:
+    """Note leaf ``t``, made by a transform for its own use, in :data:`PRIVATE_LEAVES`."""
+    s = PRIVATE_LEAVES.get()
+    if s is not None:
+        s.add(id(t))
 
 _identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal")
 _identity.defvjp(lambda xp, g, ans, x: g)
@@ -124,6 +136,7 @@ def _diff_leaf(x: Any, func: str, argnum: int) -> Tensor:
         )
         raise XpgradTypeError(msg)
     t.requires_grad = True
+    note_private(t)
     return t
 
 

@@ -59,6 +59,9 @@ def test_vmap_of_raw_arrays_without_parameters_stays_raw(backend: Backend) -> No
     assert type(xg.vmap(lambda v: xg.sin(v) * 2.0)(X)) is raw_type
     assert type(xg.vmap(xg.hessian(lambda v: xg.sum(xg.sin(v) ** 3)))(X)) is raw_type
     assert type(xg.vmap(xg.jacfwd(xg.grad(lambda v: xg.sum(v ** 3))))(X)) is raw_type
+    _, pull = xg.vjp(lambda v: xg.tanh(v) * v, backend.asarray(_X))  # (its leaf made outside the vmap)
+    (rows,) = xg.vmap(pull)(backend.asarray(np.eye(3)))
+    assert type(rows) is raw_type
     model = _mlp(backend)
     with xg.no_grad():
         assert type(xg.vmap(model)(backend.asarray(_rng.normal(size=(3, 3))))) is raw_type
@@ -260,3 +263,134 @@ def test_chunked_out_axes_none_keeps_the_type(backend: Backend, chunk: int | Non
     wt = xg.asarray(w)
     m, s = xg.vmap(lambda v: (v * wt, wt * 2.0), out_axes=(0, None), chunk_size=chunk)(X)
     assert type(m) is type(X) and type(s) is type(X)
+
+
+# ====================================================================== items 10, 13: randomness=
+def _draws(v: Any) -> tuple[Any, ...]:
+    """Every kind of draw, and Dropout, of one example ``v`` (a vector of 6)."""
+    return (
+        nn.functional.dropout(v, 0.5),
+        xg.random.normal((3,)) + v[0],
+        xg.random.uniform((2,)),
+        xg.random.integers(0, 1000, (3,)),
+        xg.random.bernoulli(0.5, (4,)),
+        xg.random.permutation(v),
+        xg.random.choice(v, (2,)),
+        xg.random.permutation(5),
+    )
+
+
+def test_randomness_is_checked() -> None:
+    with pytest.raises(xg.XpgradValueError, match="vmap: randomness must be 'same', 'different' or 'error', got 'diff'"):
+        xg.vmap(lambda v: v, randomness="diff")
+
+
+@pytest.mark.parametrize("func", ["normal", "permutation", "dropout"])
+def test_randomness_error_names_the_function(backend: Backend, func: str) -> None:
+    X = backend.asarray(_rng.normal(size=(3, 4)))
+    f = {"normal": lambda v: v + xg.random.normal((4,)), "permutation": xg.random.permutation,
+         "dropout": lambda v: nn.Dropout(0.5)(v)}[func]
+    name = "bernoulli" if func == "dropout" else func
+    with backend.policy(seed=0):
+        before = tn(xg.random.normal((2,)))
+    with backend.policy(seed=0):
+        for chunk in (None, 2):
+            with pytest.raises(xg.XpgradValueError, match=rf"random\.{name}: called inside vmap\(randomness='error'\)"):
+                xg.vmap(f, randomness="error", chunk_size=chunk)(X)
+        np.testing.assert_array_equal(tn(xg.random.normal((2,))), before)  # (nothing was drawn)
+
+
+@pytest.mark.parametrize("randomness", ["same", "different"])
+def test_chunks_draw_what_one_call_draws(backend: Backend, randomness: str) -> None:
+    """Every chunk size gives the unchunked numbers, and leaves the generator where one call does."""
+    X = backend.asarray(_rng.normal(size=(5, 6)))
+    results = []
+    for chunk in (None, 1, 2, 3, 5, 7):
+        with backend.policy(seed=4):
+            out = xg.vmap(_draws, randomness=randomness, chunk_size=chunk)(X)
+            after = xg.random.normal((3,))
+        results.append(([tn(o) for o in out], tn(after)))
+    for (got, after), chunk in zip(results[1:], (1, 2, 3, 5, 7)):
+        for k, (g, w) in enumerate(zip(got, results[0][0])):
+            np.testing.assert_array_equal(g, w, err_msg=f"draw {k}, chunk_size={chunk}")
+        np.testing.assert_array_equal(after, results[0][1])
+    first = results[0][0]
+    same = [all(np.array_equal(first[k][i], first[k][0]) for i in range(5)) for k in (2, 3, 4, 7)]  # (data-free)
+    assert all(same) if randomness == "same" else not any(same)
+
+
+def test_randomness_different_is_a_loop_under_the_examples_generators(backend: Backend) -> None:
+    """Example ``i`` draws from ``Generator(s * 2**32 + i)``, ``s`` one integer drawn from the
+    generator at the call's first draw, as docs/concepts/vmap.md says: a loop reproduces it."""
+    for seed in (0, 1):
+        X = backend.asarray(_rng.normal(size=(4, 6)))
+        with backend.policy(seed=seed):
+            got = xg.vmap(_draws, randomness="different")(X)
+            after = tn(xg.random.normal((2,)))
+        with backend.policy(seed=seed):
+            s = int(tn(xg.random.integers(2**63, dtype=xg.int64)))
+            want_after = tn(xg.random.normal((2,)))
+        np.testing.assert_array_equal(after, want_after)
+        loop = []
+        for i in range(4):
+            with backend.policy(seed=s * 2**32 + i):
+                loop.append([tn(o) for o in _draws(xg.asarray(X[i, ...]))])
+        for k, g in enumerate(got):
+            np.testing.assert_array_equal(tn(g), np.stack([row[k] for row in loop]), err_msg=f"draw {k}")
+
+
+def test_randomness_same_is_one_draw_shared(backend: Backend) -> None:
+    X = backend.asarray(_rng.normal(size=(4, 6)))
+    with backend.policy(seed=2):
+        got = xg.vmap(_draws)(X)  # (the default)
+    with backend.policy(seed=2):
+        one = _draws(xg.asarray(X[0, ...]))
+    for k in (2, 3, 4, 7):  # (draws that do not depend on the example)
+        for i in range(4):
+            np.testing.assert_array_equal(tn(got[k])[i], tn(one[k]), err_msg=f"draw {k}")
+
+
+def test_permutation_under_vmap(backend: Backend) -> None:
+    """random.permutation of a batched array permutes each example (it raised a ConcretizationError
+    naming '.data'): one permutation for all under "same", one each under "different"."""
+    X = backend.asarray(np.arange(24.0).reshape(4, 6) * 10.0 + np.arange(6.0))
+    for randomness in ("same", "different"):
+        with backend.policy(seed=5):
+            P = tn(xg.vmap(xg.random.permutation, randomness=randomness)(X))
+        idx = (P % 10.0).astype(int)  # (each value says which element it was)
+        for i in range(4):
+            assert sorted(idx[i]) == list(range(6))
+            np.testing.assert_array_equal(P[i], tn(X)[i][idx[i]])
+        assert all(np.array_equal(idx[i], idx[0]) for i in range(4)) == (randomness == "same")
+    g = xg.vmap(xg.grad(lambda v: xg.sum(xg.random.permutation(v) * xg.arange(6.0))), randomness="different")
+    with backend.policy(seed=5):
+        G = tn(g(X))
+    for i in range(4):  # the gradient puts each position's weight back where the element came from
+        np.testing.assert_array_equal(G[i][idx[i]], np.arange(6.0))
+
+
+@pytest.mark.parametrize("randomness", ["same", "different"])
+def test_dropout_module_follows_randomness(backend: Backend, randomness: str) -> None:
+    drop = nn.Dropout(0.5)
+    X = backend.asarray(np.ones((4, 40)))
+    for seed in range(2):
+        with backend.policy(seed=seed):
+            out = tn(xg.vmap(drop, randomness=randomness)(X))
+        assert set(np.unique(out)) <= {0.0, 2.0} and 0 < np.count_nonzero(out[0]) < 40
+        assert all(np.array_equal(out[i], out[0]) for i in range(4)) == (randomness == "same")
+    drop.eval()
+    np.testing.assert_array_equal(tn(xg.vmap(drop, randomness="error")(X)), np.ones((4, 40)))
+
+
+def test_nested_randomness(backend: Backend) -> None:
+    """Each level applies its own mode: different outside and same inside vary along the outer
+    axis only, and the reverse along the inner one."""
+    Z = backend.asarray(np.zeros((3, 2)))
+    noise = lambda v: v + xg.random.normal()
+    with backend.policy(seed=6):
+        a = tn(xg.vmap(xg.vmap(noise, randomness="same"), randomness="different")(Z))
+        b = tn(xg.vmap(xg.vmap(noise, randomness="different"), randomness="same")(Z))
+        c = tn(xg.vmap(xg.vmap(noise, randomness="different"), randomness="different", chunk_size=2)(Z))
+    assert np.all(a == a[:, :1]) and len(set(a[:, 0])) == 3
+    assert np.all(b == b[:1, :]) and len(set(b[0])) == 2
+    assert len(set(c.ravel())) == 6

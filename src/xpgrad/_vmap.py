@@ -63,12 +63,14 @@ def vmap(
 
     Returns:
         The vectorized function. Given the caller's arrays (NumPy in), it returns the
-        caller's arrays (NumPy out).
+        caller's arrays (NumPy out), except for an output on the graph of a Tensor that
+        requires grad (a model's parameters, closed over): a Tensor, as torch.func gives, so
+        ``loss(vmap(model)(batch)).backward()`` fills the parameters' ``grad``.
 
     A random function called inside ``f`` draws once, and every example sees the same
     numbers (as JAX does with one key), unless ``randomness="different"``: see
-    docs/concepts/vmap.md for which numbers each example gets. Functions whose output shape would depend on
-    the data (``nonzero``, ``unique_*``, a batched boolean mask) cannot be batched and
+    docs/concepts/vmap.md for which numbers each example gets. Functions whose output
+    shape would depend on the data (``nonzero``, ``unique_*``, a batched boolean mask) cannot be batched and
     raise, as do conversions of a batched value to a Python value (``float``, ``if x``).
 
     Examples:

@@ -37,7 +37,7 @@ from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, lift, to_phys, use_stack
-from .autograd._core import FWD_LEVELS, Primitive, _record
+from .autograd._core import FWD_LEVELS, PRIMITIVES, Primitive, _record, apply
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
@@ -101,6 +101,21 @@ def _zeros(like: Any, tensor: bool) -> Any:
     d = _data(like)
     z = backend_namespace(d).zeros_like(d)
     return _wrap(z) if tensor else z
+
+
+def _fw_of(a: Any) -> Any:
+    """The forward-mode tangents of ``a`` (a batched value's live on its physical value)."""
+    if isinstance(a, Batched):
+        return a._inner._fw
+    return a._fw if isinstance(a, Tensor) else None
+
+
+def _batch_axes_last(p: Any, first: int, second: int) -> Any:
+    """Physical ``p`` with batch axes (``first`` axes, ``second`` axes, ...) as (``second``, ``first``, ...)."""
+    if not first or not second:
+        return p
+    perm = (*range(first, first + second), *range(first), *range(first + second, p.ndim))
+    return apply(PRIMITIVES["permute_dims"], (p,), {"axes": perm})
 
 
 def _records(leaves: list[Any]) -> bool:
@@ -173,8 +188,11 @@ class _Call:
         if self.result is not None and self.g is g:
             return self.result
         graph = is_xpgrad(xp)
-        if self.levels:
-            result = self._batched_cotangents(g, graph)
+        # a backward pass under vmaps opened since the call (vmap of a vjp function, jacrev):
+        # the cotangents are batched along those levels
+        extra = STACK.get() if any(isinstance(gi, Batched) for gi in (g if isinstance(g, tuple) else (g,))) else ()
+        if self.levels or extra:
+            result = self._batched_cotangents(g, graph, extra)
         else:
             outs = functional.leaves_of(self.struct)
             gs = list(g) if isinstance(g, tuple) else [g]
@@ -187,29 +205,42 @@ class _Call:
         self.g, self.result = g, result
         return result
 
-    def _batched_cotangents(self, g: Any, graph: bool) -> list[Any]:
-        """A call recorded inside vmap: the node is physical (batch axes in front); the user's rule
-        runs on the logical, batched values (as JAX batches custom rules), under the call's levels."""
-        st = self.levels
+    def _batched_cotangents(self, g: Any, graph: bool, extra: tuple[Any, ...]) -> list[Any]:
+        """A call recorded inside vmap, or a backward pass with batched cotangents: the user's rule
+        runs on the logical, batched values (as JAX batches custom rules), under the call's levels
+        and then the ``extra`` levels opened since (whose cotangents are Batched values of them
+        alone, their example the node's physical value: batch axes of the call's levels in front)."""
+        rec = self.levels
+        st = (*rec, *extra)
+        R, E = len(rec), len(extra)
         outs = functional.leaves_of(self.struct)
         gs = list(g) if isinstance(g, tuple) else [g]
         with use_stack(st):
-            bgs = [_zeros(o, True) if gi is None else from_phys(gi if isinstance(gi, Tensor) else _wrap(gi), st)
-                   for gi, o in zip(gs, outs)]
+            bgs = []
+            for gi, o in zip(gs, outs):
+                if gi is None:
+                    bgs.append(_zeros(o, True))
+                    continue
+                p = gi if isinstance(gi, Tensor) else _wrap(gi)
+                if E:  # (extra axes, call's axes, example) -> (call's axes, extra axes, example)
+                    p = _batch_axes_last(lift(p, extra), E, R)
+                bgs.append(from_phys(p, st))
             ct = functional.unflatten(self.struct, bgs)
             node_args = tuple(self.leaves[j] for j in self.pos)
-            res = self.owner._pullback(self, ct, node_args, graph)
+            res = self.owner._pullback(self, ct, node_args, graph, st)
             out: list[Any] = []
-            for r, shape in zip(res, self.phys):
+            for r, shape in zip(res, self.phys or [()] * len(res)):
                 if r is None:
                     out.append(None)
                     continue
                 p = lift(r, st)
                 p = p if isinstance(p, Tensor) else _wrap(p)
-                # an input not varying along a level (size 1 there) gets the sum over it
-                axes = tuple(i for i in range(len(st)) if shape[i] == 1 and p.shape[i] != 1)
+                # an input not varying along a level of the call (size 1 there) gets the sum over it
+                axes = tuple(i for i in range(R) if shape[i] == 1 and p.shape[i] != 1)
                 if axes:
                     p = xsum(p, axis=axes, keepdims=True)
+                if E:  # back to (extra axes, call's axes, example), a Batched value of the extra levels
+                    p = from_phys(_batch_axes_last(p, R, E), extra)
                 out.append(p)
         return out
 
@@ -381,7 +412,8 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             )
             raise NonDifferentiableError(msg)
 
-    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
+    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool,
+                  st: tuple[Any, ...] = ()) -> list[Any]:
         bwd = cast("Callable[..., Any]", self.bwd)  # set: checked in __call__
         who = f"custom_vjp {self.__name__}: the bwd rule {_fname(bwd)}"
         if graph:
@@ -414,6 +446,24 @@ def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
             _check_leaf(y, x, who, f"argument {k}" + (f" (leaf {j})" if n > 1 else ""))
             flat.append(y)
     return [flat[j] for j in call.pos]
+
+
+def _attach_batched(o: Any, d: Any, level: int, st: tuple[Any, ...]) -> Any:
+    """Output ``o`` with tangent ``d`` at ``level`` inside vmap: on the physical value, the two
+    broadcast to one shape (an output shared by the examples whose tangent is not becomes batched)."""
+    K = len(st)
+    po = lift(o if isinstance(o, Tensor) else _wrap(o), st)
+    pd = lift(d if isinstance(d, Tensor) else _wrap(d), st)
+    full = tuple(max(a, b) for a, b in zip(po.shape[:K], pd.shape[:K])) + tuple(po.shape[K:])
+    if tuple(po.shape) != full:
+        po = apply(PRIMITIVES["broadcast_to"], (po,), {"shape": full})
+    if tuple(pd.shape) != full:
+        pd = apply(PRIMITIVES["broadcast_to"], (pd,), {"shape": full})
+    r = _wrap(po.data, po._node, po._oidx, po._version)
+    r._requires_grad = po._requires_grad
+    if is_float(po.data.dtype):
+        r._fw = {**(po._fw or {}), level: pd}
+    return from_phys(r, st)
 
 
 def _detached(a: Any) -> Any:
@@ -520,7 +570,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         nd, diff = _split(self, args)
         leaves = t.leaves_of(diff)
         active = FWD_LEVELS.get()
-        levels = {lv for a in leaves if isinstance(a, Tensor) and a._fw for lv in a._fw if lv in active}
+        levels = {lv for a in leaves for lv in (_fw_of(a) or ()) if lv in active}
         if levels:
             return self._forward(nd, diff, leaves, max(levels), active)
         if not _records(leaves):
@@ -556,10 +606,13 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
         def tangent(a: Any) -> Any:
             if isinstance(a, Tensor):
-                v = a._fw.get(level) if a._fw else None
+                fw = _fw_of(a)
+                v = fw.get(level) if fw else None
                 if v is None:
                     return _zeros(a, True)
-                return v if isinstance(v, Tensor) else _wrap(v)
+                v = v if isinstance(v, Tensor) else _wrap(v)
+                # (inside vmap: the tangent of the physical value, batched as its primal)
+                return from_phys(v, a._levels) if isinstance(a, Batched) else v
             return _zeros(a, False) if _is_array(a) else 0.0
 
         tangents = tuple(t.tree_map(tangent, a) for a in args)
@@ -569,8 +622,12 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         finally:
             FWD_LEVELS.reset(token)
 
+        st = STACK.get()
+
         def attach(pair: Any) -> Any:
             o, d = pair
+            if st and (isinstance(o, Batched) or isinstance(d, Batched)):
+                return _attach_batched(o, d, level, st)
             o = o if isinstance(o, Tensor) else _wrap(o)
             r = _wrap(o.data, o._node, o._oidx, o._version)
             r._requires_grad = o._requires_grad
@@ -580,14 +637,18 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
         return t.map2(lambda o, d: attach((o, d)), out, tout, "custom_jvp", "outputs")
 
-    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
-        """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape."""
+    def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool,
+                  st: tuple[Any, ...] = ()) -> list[Any]:
+        """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape (``st``: the vmap levels
+        of a batched backward pass, see :meth:`_Call._batched_cotangents`)."""
         t = functional
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):
-            leaves[j] = a if isinstance(a, Tensor) else _wrap(a)
+            a = a if isinstance(a, Tensor) else _wrap(a)
+            # (a first-order pass needs no history of the primals: the inner pass below would walk,
+            # and free, the caller's graph behind them, which its own backward still needs)
+            leaves[j] = a if graph else _detached(a)
         primals = t.unflatten(call.args, leaves)
-        st = call.levels
         if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
             sizes = tuple(lv.size for lv in st)
 
@@ -607,6 +668,9 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                 for a in leaves
             ]
             tangents = t.unflatten(call.args, dummies)
+        for d in dummies:
+            if isinstance(d, Tensor) and d.requires_grad:
+                t.note_private(d)
         # a tangent converted to a Python number (t.item()) leaves the tape: forward mode
         # still gets the right value, but the transposed rule a zero; refuse that
         window = _cut.open_window(f"custom_jvp {self.__name__}")

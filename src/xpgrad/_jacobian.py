@@ -248,7 +248,8 @@ def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
         ones = [b[0] for b in _basis(out_leaves)]
         gs = [_ns(x).reshape(gk, (1, *tuple(x.shape))) for gk, x in zip(_leaves(pull(_unflatten(out, ones))), in_leaves)]
     else:
-        gs = _leaves(vmap(lambda *cts: pull(_unflatten(out, list(cts))), chunk_size=chunk_size)(*_basis(out_leaves)))
+        gs = _leaves(vmap(lambda *cts: pull(_unflatten(out, list(cts))), chunk_size=chunk_size,
+                              randomness="same")(*_basis(out_leaves)))
     if holomorphic:
         gs = [_conj(gk) for gk in gs]
     blocks = []
@@ -279,7 +280,8 @@ def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
         r = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, list(tans))), has_aux, name)
         return r[1], r[0]
 
-    tan_out, prim_out = vmap(push, chunk_size=chunk_size)(*_basis(in_leaves))
+    # (one function for every direction: a random draw inside is shared by them)
+    tan_out, prim_out = vmap(push, chunk_size=chunk_size, randomness="same")(*_basis(in_leaves))
     if out is None:  # (the same for every basis vector: the first one's)
         first = [p[0, ...] for p in _leaves(prim_out)]
         out = _unflatten(prim_out, first)

@@ -15,11 +15,14 @@ from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _SCALARS, _leaves, _rebuild, _seq, _tree_map
+from .functional import _DEPTH, _SCALARS, PRIVATE_LEAVES, _leaves, _rebuild, _seq, _tree_map
 from .ops.creation import asarray
 from .ops.manipulation import concat
+from .random import VmapRandom
 
 __all__ = ["vmap"]
+
+_RANDOMNESS = ("same", "different", "error")
 
 
 
@@ -30,6 +33,7 @@ def vmap(
     *,
     axis_size: int | None = None,
     chunk_size: int | None = None,
+    randomness: str = "same",
 ) -> Callable[..., Any]:
     """Vectorize ``f`` over a batch axis of its arguments, as ``jax.vmap`` does.
 
@@ -51,16 +55,22 @@ def vmap(
             the output; None for an output that does not vary along the batch.
         axis_size: the batch size, needed only when no argument is mapped.
         chunk_size: map at most this many examples at once (less memory, more calls);
-            the results are concatenated.
+            the results are concatenated, and equal the unchunked ones (random draws included).
+        randomness: how the functions of :mod:`xpgrad.random` (and so ``Dropout``) draw
+            inside ``f``, as torch.func's: ``"same"`` (the default: one draw, shared by every
+            example, as JAX with one key), ``"different"`` (one draw per example) or
+            ``"error"`` (a random function raises).
 
     Returns:
         The vectorized function. Given the caller's arrays (NumPy in), it returns the
-        caller's arrays (NumPy out).
+        caller's arrays (NumPy out), except for an output on the graph of a Tensor that
+        requires grad (a model's parameters, closed over): a Tensor, as torch.func gives, so
+        ``loss(vmap(model)(batch)).backward()`` fills the parameters' ``grad``.
 
     A random function called inside ``f`` draws once, and every example sees the same
-    numbers (as JAX does with one key): draw a batch of random values outside and map
-    over it to give each example its own. Functions whose output shape would depend on
-    the data (``nonzero``, ``unique_*``, a batched boolean mask) cannot be batched and
+    numbers (as JAX does with one key), unless ``randomness="different"``: see
+    docs/concepts/vmap.md for which numbers each example gets. Functions whose output
+    shape would depend on the data (``nonzero``, ``unique_*``, a batched boolean mask) cannot be batched and
     raise, as do conversions of a batched value to a Python value (``float``, ``if x``).
 
     Examples:
@@ -86,10 +96,13 @@ def vmap(
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
         msg = f"vmap: chunk_size must be a positive int, got {chunk_size!r}"
         raise XpgradValueError(msg)
+    if randomness not in _RANDOMNESS:
+        msg = f"vmap: randomness must be 'same', 'different' or 'error', got {randomness!r}"
+        raise XpgradValueError(msg)
 
     @functools.wraps(f)
     def mapped(*args: Any, **kwargs: Any) -> Any:
-        return _call(f, in_axes, out_axes, axis_size, chunk_size, args, kwargs)
+        return _call(f, in_axes, out_axes, axis_size, chunk_size, args, kwargs, randomness, VmapRandom())
 
     return mapped
 
@@ -211,14 +224,14 @@ def _size(leaves: list[Any], axes: list[Any], names: list[str], axis_size: int |
 
 
 def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | None, chunk_size: int | None,
-          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+          args: tuple[Any, ...], kwargs: dict[str, Any], randomness: str, rng: VmapRandom, offset: int = 0) -> Any:
     leaves, axes, names = _flat_in(in_axes, args, kwargs)
     size, norm = _size(leaves, axes, names, axis_size)
     outer = STACK.get()
     raw = not outer and _DEPTH.get() == 0 and not any(isinstance(x, Tensor) for x in leaves)
     if chunk_size is not None and size > chunk_size:
-        return _chunked(f, in_axes, out_axes, size, chunk_size, args, kwargs, leaves, norm, raw)
-    level = Level(size)
+        return _chunked(f, in_axes, out_axes, size, chunk_size, args, kwargs, leaves, norm, raw, randomness, rng)
+    level = Level(size, randomness, rng, offset)
     Ko = len(outer)
     with open_level(level) as st:
         # (an unmapped raw array becomes a constant Tensor: raw_array * batched and
@@ -233,8 +246,8 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
         out_leaves = _leaves(out)
         specs = _leaves(spec) if out_leaves else []
         res = [_exit(o, ax, level, outer, st, Ko, k) for k, (o, ax) in enumerate(zip(out_leaves, specs))]
-    if raw:
-        res = [r.data if type(r) is Tensor else r for r in res]
+    if raw:  # (an output on the graph of a Tensor that requires grad, a model's parameter, stays a Tensor)
+        res = [_unwrap(r) for r in res]
     it2 = iter(res)
     return _tree_map(lambda _: next(it2), out)
 
@@ -299,8 +312,10 @@ def _exit(o: Any, ax: Any, level: Level, outer: tuple[Level, ...], st: tuple[Lev
 
 
 def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chunk: int, args: tuple[Any, ...],
-             kwargs: dict[str, Any], leaves: list[Any], norm: list[Any], raw: bool) -> Any:
-    """Map chunks of at most ``chunk`` examples in turn and join the results along ``out_axes``."""
+             kwargs: dict[str, Any], leaves: list[Any], norm: list[Any], raw: bool, randomness: str,
+             rng: VmapRandom) -> Any:
+    """Map chunks of at most ``chunk`` examples in turn and join the results along ``out_axes``
+    (the chunks share ``rng``, so they draw the random numbers one call would)."""
     outs = []
     for start in range(0, size, chunk):
         stop = min(start + chunk, size)
@@ -308,7 +323,7 @@ def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chun
         it = iter(parts)
         a2 = tuple(_tree_map(lambda _: next(it), a) for a in args)
         k2 = {k: _tree_map(lambda _: next(it), v) for k, v in kwargs.items()}
-        outs.append(_call(f, in_axes, out_axes, stop - start, None, a2, k2))
+        outs.append(_call(f, in_axes, out_axes, stop - start, None, a2, k2, randomness, rng, start))
     spec = _prefix(out_axes, outs[0], "out_axes", "the output")
     specs = _leaves(spec)
     flat = [_leaves(o) for o in outs]
@@ -316,14 +331,41 @@ def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chun
     for j, ax in enumerate(specs):
         pieces = [fl[j] for fl in flat]
         if ax is None:
-            joined.append(pieces[0])
+            joined.append(_unwrap(pieces[0]) if raw else pieces[0])
             continue
         ts = [p if isinstance(p, Tensor) else _wrap(p) for p in pieces]
         n = ts[0].ndim
         r = concat(ts, axis=ax % n)
-        joined.append(r.data if raw and type(r) is Tensor else r)
+        joined.append(_unwrap(r) if raw else r)
     it3 = iter(joined)
     return _tree_map(lambda _: next(it3), outs[0])
+
+
+def _unwrap(r: Any) -> Any:
+    """An output of a vmap of raw arrays: the backend array, unless it is on the graph of a Tensor
+    that requires grad (closed over: a model's parameters), which keeps it a Tensor, as torch.func does."""
+    if type(r) is not Tensor:
+        return r
+    return r if r._requires_grad and _on_callers_graph(r) else r.data
+
+
+def _on_callers_graph(r: Tensor) -> bool:
+    """Whether ``r``'s graph reaches a leaf that requires grad other than those the transforms
+    inside the vmap made for themselves (``vmap(hessian(f))`` records on its own copies)."""
+    private = PRIVATE_LEAVES
+    if r._node is None:
+        return private.get(id(r)) is not r
+    todo = [r._node]
+    seen = {id(r._node)}
+    while todo:
+        for p in todo.pop().parents:
+            if isinstance(p, Tensor):
+                if p._requires_grad and private.get(id(p)) is not p:
+                    return True
+            elif p is not None and id(p) not in seen:
+                seen.add(id(p))
+                todo.append(p)
+    return False
 
 
 def _slice(x: Any, ax: int, start: int, stop: int) -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,16 @@ __all__ = ["grad", "hvp", "jvp", "linearize", "stop_gradient", "value_and_grad",
 
 # how many transforms are running around this call (>0: record backward passes)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("xpgrad_transform_depth", default=0)
+#: the leaves that transforms made for their own use (their inputs' copies), which no caller
+#: can differentiate: a vmap of raw arrays whose output is on the graph of these alone returns
+#: the caller's array (see ``xpgrad._vmap``)
+#: (by id: a Tensor's == is elementwise)
+PRIVATE_LEAVES: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def note_private(t: Tensor) -> None:
+    """Note leaf ``t``, made by a transform for its own use, in :data:`PRIVATE_LEAVES`."""
+    PRIVATE_LEAVES[id(t)] = t
 
 _identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal")
 _identity.defvjp(lambda xp, g, ans, x: g)
@@ -124,6 +135,7 @@ def _diff_leaf(x: Any, func: str, argnum: int) -> Tensor:
         )
         raise XpgradTypeError(msg)
     t.requires_grad = True
+    note_private(t)
     return t
 
 

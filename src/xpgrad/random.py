@@ -52,12 +52,13 @@ from typing import Any
 import numpy as np
 
 from ._backends import resolve_device
-from ._dispatch import backend_namespace, check_devices
+from ._dispatch import backend_namespace, check_devices, raw_array
 from ._dtypes import DType, dtype_name, kind
 from ._dtypes import dtype as _xp_dtype
 from ._exceptions import XpgradTypeError, XpgradValueError
 from ._policy import DevicePolicy, current_policy, set_generator_factory
 from ._tracing import TRACE, base_namespace
+from .autograd._batched import STACK, Batched, Level, from_phys
 from .autograd._tensor import Tensor, _to_numpy
 from .ops import indexing as _indexing
 from .ops import manipulation as _manipulation
@@ -205,8 +206,17 @@ class Generator:
         with self._lock:
             self._np = new
 
-    def _draw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Tensor:
-        """``draw`` on the host generator (under the lock), rounded to ``name``, moved to ``xp`` on ``dev``."""
+    def _draw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any,
+              func: str = "random") -> Tensor:
+        """``draw`` on the host generator (under the lock), rounded to ``name``, moved to ``xp`` on ``dev``.
+
+        Inside vmap the levels' ``randomness`` decides (see :class:`VmapRandom`): a batched value
+        with one draw per example along the ``"different"`` levels."""
+        st = STACK.get()
+        if st:
+            gens, bshape = _vmap_generators(self, st, func)
+            if bshape is not None:
+                return from_phys(self._batched(gens, bshape, draw, name, xp, dev), st)  # type: ignore[no-any-return]
         trace = TRACE.get()
         if trace is None:
             return Tensor(self._draw_raw(draw, name, xp, dev))
@@ -217,25 +227,48 @@ class Generator:
         fn = functools.partial(_draw_current if self is _current() else self._draw_raw, draw, name, base, dev)
         return Tensor(trace.draw(fn, "random.draw", base))
 
+    @staticmethod
+    def _batched(gens: list[Generator], bshape: tuple[int, ...], draw: Callable[[np.random.Generator], Any],
+                 name: str, xp: Any, dev: Any) -> Tensor:
+        """One draw from each of ``gens`` (the examples' generators, in order), stacked with the
+        batch axes ``bshape`` in front: the physical value of a batched draw."""
+
+        def raw(xp: Any) -> Any:
+            parts = []
+            for g in gens:
+                with g._lock:
+                    parts.append(np.asarray(draw(g._np), dtype=name))
+            host = np.stack(parts).reshape(bshape + parts[0].shape)
+            return xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev)
+
+        trace = TRACE.get()
+        if trace is None:
+            return Tensor(raw(xp))
+        base = base_namespace(xp) or xp
+        return Tensor(trace.draw(functools.partial(raw, base), "random.draw", base))
+
     def _draw_raw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:
         with self._lock:
             host = draw(self._np)
         host = np.asarray(host, dtype=name)  # draws are C-contiguous; asarray keeps 0-D shapes
         return xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev)
 
-    def _take_drawn(self, x: Any, draw: Callable[[np.random.Generator], Any], axis: int) -> Tensor:
-        """``x`` indexed along ``axis`` by host-drawn indices, on ``x``'s own namespace and device."""
+    def _take_drawn(self, x: Any, draw: Callable[[np.random.Generator], Any], axis: int, func: str) -> Tensor:
+        """``x`` indexed along ``axis`` by host-drawn indices, on ``x``'s own namespace and device
+        (inside vmap, ``x`` and the indices may be batched: the indexing is then batched too)."""
         if isinstance(x, Tensor):
-            idx = self._draw(draw, "int64", backend_namespace(x.data), x.device)
+            idx = self._draw(draw, "int64", backend_namespace(raw_array(x)), x.device, func)
             return _indexing.take(x, idx, axis=axis)  # recorded: gradients flow
         bxp = backend_namespace(x, func="random")
-        idx = self._draw(draw, "int64", bxp, check_devices(x))
+        idx = self._draw(draw, "int64", bxp, check_devices(x), func)
+        if isinstance(idx, Batched):
+            return _indexing.take(Tensor(x), idx, axis=axis)
         return Tensor(bxp.take(x, idx.data, axis=axis))
 
     def _draw_float(self, draw: Callable[[np.random.Generator], Any], dtype: Any, device: Any, func: str) -> Tensor:
         """A float64 host draw, on the policy's target with the float dtype of :func:`_float_name`."""
         xp, dev = _target(device)
-        return self._draw(draw, _float_name(xp, dev, dtype, func), xp, dev)
+        return self._draw(draw, _float_name(xp, dev, dtype, func), xp, dev, func)
 
     def normal(
         self, shape: Shape = (), *, mean: float = 0.0, std: float = 1.0, dtype: Any = None, device: Any = None
@@ -308,7 +341,7 @@ class Generator:
         if lo < info.min or hi - 1 > info.max:
             msg = f"random.integers: [{lo}, {hi}) does not fit in {name} ([{info.min}, {info.max}])"
             raise XpgradValueError(msg)
-        return self._draw(lambda g: g.integers(int(lo), int(hi), shp, dtype=np.int64), name, xp, dev)
+        return self._draw(lambda g: g.integers(int(lo), int(hi), shp, dtype=np.int64), name, xp, dev, "integers")
 
     def permutation(self, x: Any, /, *, axis: int = 0, device: Any = None) -> Tensor:
         """A random permutation of ``range(x)`` (``x`` an int), or of an array along ``axis``.
@@ -337,12 +370,13 @@ class Generator:
             if n is None:
                 msg = "random.permutation: the length along axis is unknown (a lazy array); compute it first"
                 raise XpgradValueError(msg)
-            return self._take_drawn(x, lambda g: g.permutation(int(n)), axis)
+            return self._take_drawn(x, lambda g: g.permutation(int(n)), axis, "permutation")
         if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
             msg = f"random.permutation: x must be a non-negative int or an array, got {type(x).__name__} {x!r}"
             raise XpgradTypeError(msg)
         xp, dev = _target(device)
-        return self._draw(lambda g: g.permutation(int(x)), _int_name(xp, dev, None, "permutation"), xp, dev)
+        return self._draw(lambda g: g.permutation(int(x)), _int_name(xp, dev, None, "permutation"), xp, dev,
+                          "permutation")
 
     def bernoulli(self, p: float = 0.5, shape: Shape = (), *, dtype: Any = None, device: Any = None) -> Tensor:
         """1 with probability ``p``, else 0 (``uniform < p`` on the host).
@@ -364,7 +398,7 @@ class Generator:
         shp = _shape(shape, "bernoulli")
         xp, dev = _target(device)
         name = _float_name(xp, dev, None, "bernoulli") if dtype is None else dtype_name(dtype)
-        return self._draw(lambda g: g.random(shp) < q, name, xp, dev)
+        return self._draw(lambda g: g.random(shp) < q, name, xp, dev, "bernoulli")
 
     def choice(
         self,
@@ -418,17 +452,94 @@ class Generator:
             return np.asarray(g.choice(n, shp, replace=replace, p=probs))
 
         if _is_array(a):
-            return _reshape(self._take_drawn(a, lambda g: draw(g).reshape(-1), 0), shp)
+            return _reshape(self._take_drawn(a, lambda g: draw(g).reshape(-1), 0, "choice"), shp)
         xp, dev = _target(device)
-        return self._draw(draw, _int_name(xp, dev, None, "choice"), xp, dev)
+        return self._draw(draw, _int_name(xp, dev, None, "choice"), xp, dev, "choice")
 
 
 def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     if t.shape == shape:
         return t
-    if t.requires_grad:
+    if t.requires_grad or isinstance(t, Batched):
         return _manipulation.reshape(t, shape)  # recorded: gradients flow
     return Tensor(backend_namespace(t.data).reshape(t.data, shape))
+
+
+class VmapRandom:
+    """How the random functions draw inside one :func:`xpgrad.vmap` call (shared by its chunks).
+
+    ``randomness="same"``: each draw is made once, from the generator itself, and shared by
+    the examples; every chunk starts from the generator's state at the call's first draw,
+    so chunks see the same numbers (and the generator ends where one unchunked call leaves it).
+
+    ``randomness="different"``: the first draw from a generator ``g`` inside the call takes
+    one integer ``s`` from it (``g.integers(2**63, dtype=int64)``); example ``i`` of the batch
+    then draws from its own ``Generator(s * 2**32 + i)``: the same numbers whatever the
+    chunks, and a loop over the examples under those generators reproduces them.
+    """
+
+    __slots__ = ("bases", "children", "seen", "states")
+
+    def __init__(self) -> None:
+        self.bases: dict[int, tuple[Generator, int]] = {}  # (the generators are kept: their ids stay theirs)
+        self.children: dict[tuple[int, int], Generator] = {}
+        self.states: dict[int, tuple[Generator, Any]] = {}
+        self.seen: set[tuple[int, int]] = set()
+
+    def same(self, g: Generator, offset: int) -> None:
+        """At the first draw from ``g`` in the chunk that starts at ``offset``: rewind ``g`` to
+        where the call's first chunk found it (or note that state, in the first chunk)."""
+        key = (offset, id(g))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        with g._lock:
+            got = self.states.get(id(g))
+            if got is None:
+                self.states[id(g)] = (g, g._np.bit_generator.state)
+            else:
+                g._np.bit_generator.state = got[1]
+
+    def different(self, g: Generator, offset: int, size: int) -> list[Generator]:
+        """The generators of the examples ``offset, ..., offset + size - 1`` derived from ``g``."""
+        got = self.bases.get(id(g))
+        if got is None:
+            with g._lock:
+                s = int(g._np.integers(0, 2**63, dtype=np.int64))
+            self.bases[id(g)] = (g, s)
+        else:
+            s = got[1]
+        out = []
+        for i in range(offset, offset + size):
+            c = self.children.get((id(g), i))
+            if c is None:
+                c = self.children[id(g), i] = Generator(s * 2**32 + i)
+            out.append(c)
+        return out
+
+
+def _vmap_generators(g: Generator, st: tuple[Level, ...], func: str) -> tuple[list[Generator], tuple[int, ...] | None]:
+    """The generators a draw from ``g`` uses under the vmap levels ``st`` (one per example along
+    the ``"different"`` levels, in order) and the batch shape of the draw (None: one draw, shared)."""
+    gens = [g]
+    bshape: list[int] = []
+    different = False
+    for lv in st:
+        rng = lv.rng
+        if lv.randomness == "error":
+            msg = (f"random.{func}: called inside vmap(randomness='error'), which refuses random functions; "
+                   "give vmap randomness='same' (one draw shared by the batch) or 'different' (one per example)")
+            raise XpgradValueError(msg)
+        if lv.randomness == "different" and rng is not None:
+            gens = [c for p in gens for c in rng.different(p, lv.offset, lv.size)]
+            bshape.append(lv.size)
+            different = True
+            continue
+        if rng is not None:
+            for p in gens:
+                rng.same(p, lv.offset)
+        bshape.append(1)
+    return gens, (tuple(bshape) if different else None)
 
 
 def _seed_value(seed: Any) -> int | None:

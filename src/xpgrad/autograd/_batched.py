@@ -68,12 +68,17 @@ def batch_rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
 
 
 class Level:
-    """One open vmap: its batch size."""
+    """One open vmap: its batch size, and how random functions draw under it (``randomness``:
+    ``"same"``, ``"different"`` or ``"error"``; ``rng``, the vmap call's state for them, shared
+    by its chunks; ``offset``, the index in the whole batch of this chunk's first example)."""
 
-    __slots__ = ("__weakref__", "size")
+    __slots__ = ("__weakref__", "offset", "randomness", "rng", "size")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, randomness: str = "same", rng: Any = None, offset: int = 0) -> None:
         self.size = size
+        self.randomness = randomness
+        self.rng = rng
+        self.offset = offset
 
     def __repr__(self) -> str:
         return f"<vmap level of size {self.size}>"

@@ -24,7 +24,7 @@ from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from .._io import move_array
 from .._lazy import is_lazy
 from .._tracing import is_tracer
-from ..autograd._batched import Batched
+from ..autograd._batched import Batched, from_phys
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf, expit
@@ -199,9 +199,13 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
         raise XpgradTypeError(msg)
     if p == 1.0:
         return input * 0.0
-    # inside vmap the mask has the example's shape: one draw, shared by every example (as JAX with one key)
+    # inside vmap the mask has the example's shape: one draw shared by every example, or one per
+    # example (a batched mask), as vmap's randomness says
     mask = xg.random.bernoulli(1.0 - p, _shape(input), dtype=name)
-    mask = move_array(mask, _bxp(input), _device(input))
+    if isinstance(mask, Batched):
+        mask = from_phys(Tensor(move_array(mask._inner, _bxp(input), _device(input))), mask._levels)
+    else:
+        mask = move_array(mask, _bxp(input), _device(input))
     return input * (mask * (1.0 / (1.0 - p)))
 
 

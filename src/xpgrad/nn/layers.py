@@ -16,6 +16,7 @@ from .._dtypes import dtype_name, to_backend
 from .._exceptions import XpgradTypeError, XpgradValueError
 from .._lazy import note_update
 from .._policy import current_policy
+from ..autograd._batched import Batched
 from ..autograd._grad_mode import RECOMPUTING, no_grad
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias
@@ -658,6 +659,12 @@ class _BatchNorm(Module):
         if input.shape[1] != self.num_features:
             msg = (f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels "
                    f"(num_features, axis 1), got input of shape {tuple(input.shape)}")
+            raise XpgradValueError(msg)
+        if self.training and self.track_running_stats and isinstance(input, Batched):
+            # (refused before any buffer changes: num_batches_tracked is not counted either)
+            msg = (f"{type(self).__name__}: inside vmap, training mode cannot update running_mean/running_var "
+                   "(each example would update them differently); use eval mode, or track_running_stats=False "
+                   "(per-example batch statistics)")
             raise XpgradValueError(msg)
         factor = 0.0 if self.momentum is None else self.momentum
         # (not in checkpoint's recomputation in backward: the forward counted this batch already)

@@ -428,3 +428,21 @@ def test_api_reference_covers_every_public_name() -> None:
     assert len(dtypes) == 13
     unnamed = [n for n in (*dtypes, *_CONSTANTS) if f"`xpgrad.{n}`" not in api_md]
     assert not unnamed, f"docs/api.md does not name: {', '.join(unnamed)}"
+
+
+def _private(ident: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in ident.split("."))
+
+
+@pytest.mark.skipif(not (ROOT / "docs" / "api.md").is_file(), reason="docs/ is not next to the tests (not a source checkout)")
+def test_api_reference_names_public_paths() -> None:
+    """The reference documents each object under the name a user imports it by: no ``xpgrad._x`` path
+    where a public one reaches the same object (the anchors, and the links to them, are that path)."""
+    api_md = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    public = {id(obj): name for name, obj in _public_objects().items()}
+    named = [m["ident"] for m in _DIRECTIVE.finditer(api_md)] + re.findall(r"\(#(xpgrad\.[\w.]+)\)", api_md)
+    wrong = [f"{ident} (public: {public[id(_resolve(ident))]})" for ident in named if _private(ident) and id(_resolve(ident)) in public]
+    assert not wrong, f"docs/api.md names private paths of public objects: {', '.join(wrong)}"
+    # a module directive of a private module would render its members under the private path
+    modules = [ident for ident in named if _private(ident) and isinstance(_resolve(ident), types.ModuleType)]
+    assert not modules, f"docs/api.md renders private modules: {', '.join(modules)}"

@@ -446,3 +446,41 @@ def test_api_reference_names_public_paths() -> None:
     # a module directive of a private module would render its members under the private path
     modules = [ident for ident in named if _private(ident) and isinstance(_resolve(ident), types.ModuleType)]
     assert not modules, f"docs/api.md renders private modules: {', '.join(modules)}"
+
+
+_SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const|ref|term):`")
+
+
+def test_public_docstrings_have_no_sphinx_roles() -> None:
+    """No docstring of a public function, class (or member) or module has a Sphinx role:
+    mkdocstrings renders ``:func:`x``` as literal text. Cross-references are ``[`x`][xpgrad.x]``
+    (autorefs) or plain backticks."""
+    import inspect
+
+    found = []
+    modules = {m.__name__: m for m in map(_resolve, ["xpgrad", *sorted(_public_modules())])}
+    for name, obj in [*_public_objects().items(), *modules.items()]:
+        docs = [inspect.getdoc(obj) or ""]
+        if isinstance(obj, type):
+            docs += [inspect.getdoc(v) or "" for k, v in vars(obj).items() if not k.startswith("_") or k == "__init__"]
+        if any(_SPHINX_ROLE.search(d) for d in docs):
+            found.append(name)
+    assert not found, f"docstrings with Sphinx roles: {', '.join(sorted(found))}"
+
+
+def _public_modules() -> set[str]:
+    """The public modules of xpgrad (xpgrad.nn, xpgrad.random, ...), by their public names."""
+    import xpgrad
+
+    return {
+        v.__name__
+        for n in dir(xpgrad)
+        if isinstance(v := getattr(xpgrad, n), types.ModuleType)
+        and v.__name__.startswith("xpgrad.")
+        and not any(p.startswith("_") for p in v.__name__.split("."))
+    } | {
+        f"xpgrad.{p}.{s}"
+        for p in ("nn", "optim")
+        for s in ("functional", "init", "utils", "lr_scheduler")
+        if importlib.util.find_spec(f"xpgrad.{p}.{s}") is not None
+    }

@@ -254,29 +254,59 @@ def table_md(records: list[dict[str, Any]], meta: dict[str, Any] | None = None) 
 
 def chart(records: list[dict[str, Any]], path: Path) -> None:
     """A grouped bar chart (log scale) of the time ratios to numpy-manual."""
+    _, fws, wls = _index(records)
+    chart_ratios(ratios(records), fws, wls, path)
+
+
+def chart_ratios(rat: dict[tuple[str, str], float], fws: list[str], wls: list[str], path: Path) -> None:
+    """The chart of :func:`chart` from the ratios themselves (framework, workload) -> ratio.
+
+    The figure is cut to what it draws (``bbox_inches="tight"``), so no legend entry is clipped.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = chart_figure(rat, fws, wls)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+
+
+def chart_figure(rat: dict[tuple[str, str], float], fws: list[str], wls: list[str]) -> Any:
+    """The matplotlib figure of :func:`chart_ratios`.
+
+    Each framework has a colour of its own (20 of them), and a hatch of the three that
+    repeat every 20 colours; the legend sits below the axes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    _, fws, wls = _index(records)
-    rat = ratios(records)
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=110)
+    colours = plt.get_cmap("tab20").colors
+    hatches = ["", "//", ".."]
+    fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
     width = 0.8 / max(len(fws), 1)
     for i, fw in enumerate(fws):
         xs = [j + (i - (len(fws) - 1) / 2) * width for j in range(len(wls))]
         vals = [rat.get((fw, wl), math.nan) for wl in wls]
-        ax.bar(xs, vals, width, label=fw)
+        ax.bar(
+            xs,
+            vals,
+            width,
+            label=fw,
+            color=colours[i % len(colours)],
+            hatch=hatches[i // len(colours) % len(hatches)],
+            edgecolor="white",
+            linewidth=0.3,
+        )
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
-    ax.set_xticks(range(len(wls)), [f"{w}\n({SPECS[w].unit})" for w in wls])
+    ax.set_xticks(range(len(wls)), [f"{w}\n({SPECS[w].unit})" if w in SPECS else w for w in wls])
     ax.set_ylabel("time / numpy-manual (log scale)")
     ax.set_title("Time relative to hand-written NumPy (lower is faster)")
-    ax.legend(ncol=min(len(fws), 8), fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    ax.legend(ncol=min(len(fws), 5), fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     ax.grid(axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    ax.set_axisbelow(True)
+    return fig
 
 
 def write(folder: Path) -> str:

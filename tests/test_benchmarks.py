@@ -132,6 +132,32 @@ def test_report_renders(quick_run: Path, tmp_path: Path, monkeypatch: pytest.Mon
     assert gradients in page2 and page2 != page and page2.count("### ") == 2
 
 
+def test_chart_gives_each_framework_its_own_look_and_keeps_the_legend_whole(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from benchmarks import report
+
+    fws = [f"framework-{i}" for i in range(23)]
+    wls = ["chain", "mlp", "large"]
+    rat = {(fw, wl): 1.0 + i / 10 for i, fw in enumerate(fws) for wl in wls}
+    fig = report.chart_figure(rat, fws, wls)
+    try:
+        ax = fig.axes[0]
+        handles, labels = ax.get_legend_handles_labels()
+        assert labels == fws
+        looks = {(tuple(h.patches[0].get_facecolor()), h.patches[0].get_hatch()) for h in handles}
+        assert len(looks) == len(fws)  # no two series share a colour and a hatch
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legend, whole = ax.get_legend().get_window_extent(renderer), fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
+        # the saved figure (bbox_inches="tight") holds the whole legend, which sits below the axes
+        assert whole.x0 - 1 <= legend.x0 and legend.x1 <= whole.x1 + 1 and whole.y0 - 1 <= legend.y0  # (pixels)
+        assert legend.y1 <= ax.get_window_extent(renderer).y0
+    finally:
+        plt.close(fig)
+    report.chart_ratios(rat, fws, wls, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_report_compares_xpgrad_with_the_anchors() -> None:
     from benchmarks import report
 

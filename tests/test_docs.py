@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/**/*.md runs.
+"""Every ```python block of README.md and docs/**/*.md runs, and prints what the page shows.
 
 Each Markdown file's blocks run in sequence, in one namespace, in a fresh Python
 process (a doc page may define primitives or change the process-default policy
@@ -7,6 +7,13 @@ traceback's line numbers are the Markdown file's own. Warnings are errors, as in
 the test suite. A block that imports (or names, as in `default_device("torch")`) an
 optional backend which is not installed is left out, with every later block that
 reads a name it defines; a page with no block left is skipped with the reason.
+
+A ```text block that follows a ```python block with nothing but blank lines between
+them is that block's output: what the block prints must be the text, compared line by
+line with trailing whitespace stripped, where a ``...`` matches any text (as doctest's
+ELLIPSIS: part of a line, or whole lines). Output that cannot be checked (timings,
+addresses, another machine's numbers) is marked with a line
+``<!-- output: not checked (REASON) -->`` between the two blocks.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import sys
 import tokenize
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -164,26 +171,107 @@ def test_python_blocks_blank_a_block_that_needs_a_missing_backend() -> None:
     assert _needs("x = 1  # on a GPU: default_device('cupy')\nimport torch\n") == {"torch"}
 
 
-DOC_FILES = _doc_files()
+# ---------------------------------------------------------------- the printed outputs a page shows
+_UNCHECKED = re.compile(r"^<!-- output: not checked \((?P<why>[^)]+)\) -->$")
+_SENTINEL = "\x1expgrad-doc-block "  # printed before and after a block whose output the page shows
 
 
-@pytest.mark.skipif(not DOC_FILES, reason="README.md and docs/ are not next to the tests (not a source checkout)")
-@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_doc_examples_run(path: Path, tmp_path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    missing = frozenset(name for name in _OPTIONAL if importlib.util.find_spec(name) is None)
+class Output(NamedTuple):
+    """The output a page shows for the python block that opens on line ``block``."""
+
+    block: int  # line of the python block's opening fence
+    end: int  # line of its closing fence
+    line: int  # line of the ```text block's opening fence
+    text: str
+    unchecked: str | None  # the reason, when the page marks it not checked
+
+
+def shown_outputs(text: str) -> list[Output]:
+    """The ```text blocks of a page that show a ```python block's output (see the module docstring)."""
+    lines = text.splitlines()
+    out: list[Output] = []
+    fence: tuple[str, str, int] | None = None
+    last_python: tuple[int, int] | None = None  # (open, close) of a python block with only blank lines since
+    why: str | None = None
+    for lineno, line in enumerate(lines, 1):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m is not None:
+                fence = (m["indent"], m["lang"], lineno)
+            elif (u := _UNCHECKED.match(line.strip())) is not None and last_python is not None:
+                why = u["why"]
+            elif line.strip():
+                last_python, why = None, None
+            continue
+        if m is None or m["lang"] != "" or m["indent"] != fence[0]:
+            continue
+        indent, lang, start = fence
+        fence = None
+        if lang == "text" and last_python is not None:
+            body = [ln[len(indent) :] if ln.startswith(indent) else ln.lstrip() for ln in lines[start : lineno - 1]]
+            out.append(Output(last_python[0], last_python[1], start, "\n".join(body), why))
+        last_python = (start, lineno) if lang == "python" else None
+        why = None
+    return out
+
+
+def _normalized(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines()).strip("\n")
+
+
+def output_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is the ``shown`` output: trailing whitespace aside, with ``...`` matching any text."""
+    shown, printed = _normalized(shown), _normalized(printed)
+    if "..." not in shown:
+        return shown == printed
+    pattern = ".*?".join(re.escape(part) for part in shown.split("..."))
+    return re.fullmatch(pattern, printed, re.DOTALL) is not None
+
+
+def with_sentinels(script: str, outputs: list[Output], blanked: set[int]) -> str:
+    """``script`` printing a sentinel before and after each block whose output is checked (on its fence lines)."""
+    lines = script.splitlines()
+    for o in outputs:
+        if o.unchecked is None and o.block not in blanked:
+            lines[o.block - 1] = f"print({_SENTINEL + str(o.block)!r}, flush=True)"
+            lines[o.end - 1] = f"print({_SENTINEL + str(o.block)!r}, flush=True)"
+    return "\n".join(lines) + "\n"
+
+
+def output_problems(outputs: list[Output], stdout: str, blanked: set[int]) -> list[str]:
+    """A line per checked output that is not what its block printed (``stdout`` has the sentinels)."""
+    parts = stdout.split(_SENTINEL)
+    printed: dict[int, str] = {}
+    # the sentinels come in pairs: "<line>\n<what the block printed>", then "<line>\n<what follows>"
+    for k in range(1, len(parts) - 1, 2):
+        head, _, body = parts[k].partition("\n")
+        printed[int(head)] = body
+    problems = []
+    for o in outputs:
+        if o.unchecked is not None or o.block in blanked:
+            continue
+        got = printed.get(o.block)
+        if got is None:
+            problems.append(f"line {o.line}: the block of line {o.block} did not run to its end")
+        elif not output_matches(o.text, got):
+            problems.append(f"line {o.line}: the block of line {o.block} prints\n{got.rstrip()}\nnot what the page shows:\n{o.text}")
+    return problems
+
+
+def run_page(
+    text: str, rel: str, tmp_path: Path, missing: frozenset[str] = frozenset()
+) -> tuple[subprocess.CompletedProcess[str], list[str], int, list[str]]:
+    """Run a page's blocks in a fresh process: the process, the output problems, the blocks kept, the notes."""
     script, n, notes = python_blocks(text, missing)
-    if n == 0:
-        why = f"every python block is left out ({'; '.join(notes)}: not installed)" if notes else "no python blocks"
-        pytest.skip(f"{path.name}: {why}")
-    rel = path.relative_to(ROOT).as_posix()
+    blanked = {int(note.split()[1].rstrip(":")) for note in notes}
+    outputs = shown_outputs(text)
     runner = (
         "import pathlib, sys\n"
         "src = pathlib.Path(sys.argv[1]).read_text(encoding='utf-8')\n"
         f"exec(compile(src, {rel!r}, 'exec'), {{'__name__': '__main__'}})\n"
     )
     code_file = tmp_path / "blocks.py"
-    code_file.write_text(script, encoding="utf-8")
+    code_file.write_text(with_sentinels(script, outputs, blanked), encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, *_WARNINGS, "-c", runner, str(code_file)],
         cwd=tmp_path,
@@ -192,9 +280,56 @@ def test_doc_examples_run(path: Path, tmp_path: Path) -> None:
         timeout=600,
         check=False,
     )
+    problems = output_problems(outputs, proc.stdout, blanked) if proc.returncode == 0 else []
+    return proc, problems, n, notes
+
+
+_PAGE = (
+    "# t\n\n```python\nx = 6 * 7\nprint(x)\n```\n\n```text\n{shown}\n```\n\n"
+    "```python\nimport time\nprint(time.perf_counter())\n```\n\n"
+    "<!-- output: not checked (a timing) -->\n\n```text\n0.25\n```\n\n"
+    "```python\nprint(x + 1, 'and', [x] * 20)\n```\n\n```text\n{shown2}\n```\n\n"
+    "Prose between: this is no output.\n\n```text\nnot an output\n```\n"
+)
+
+
+def test_shown_outputs_and_matching() -> None:
+    outputs = shown_outputs(_PAGE.format(shown="42", shown2="43 and ..."))
+    assert [(o.block, o.line, o.text, o.unchecked) for o in outputs] == [
+        (3, 8, "42", None),
+        (12, 19, "0.25", "a timing"),
+        (23, 27, "43 and ...", None),
+    ]
+    assert output_matches("a\n...\nd  ", "a\nb\nc\nd\n") and output_matches("x = ...!", "x = 0.125!")
+    assert not output_matches("a\n...\nd", "a\nb\nc") and not output_matches("2 0.0125", "2 0.00625")
+
+
+def test_a_stale_output_fails(tmp_path: Path) -> None:
+    proc, problems, n, _ = run_page(_PAGE.format(shown="42", shown2="43 and [42, ...]"), "t.md", tmp_path)
+    assert proc.returncode == 0 and n == 3 and problems == []
+    proc, problems, _, _ = run_page(_PAGE.format(shown="41", shown2="43 and [42, 42]"), "t.md", tmp_path)
+    assert proc.returncode == 0 and len(problems) == 2
+    assert problems[0].startswith("line 8: the block of line 3 prints\n42\nnot what") and problems[1].startswith("line 27:")
+
+
+DOC_FILES = _doc_files()
+
+
+@pytest.mark.skipif(not DOC_FILES, reason="README.md and docs/ are not next to the tests (not a source checkout)")
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_doc_examples_run(path: Path, tmp_path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    missing = frozenset(name for name in _OPTIONAL if importlib.util.find_spec(name) is None)
+    rel = path.relative_to(ROOT).as_posix()
+    if python_blocks(text, missing)[1] == 0:
+        notes = python_blocks(text, missing)[2]
+        why = f"every python block is left out ({'; '.join(notes)}: not installed)" if notes else "no python blocks"
+        pytest.skip(f"{path.name}: {why}")
+    proc, problems, _, notes = run_page(text, rel, tmp_path, missing)
+    left_out = f" (left out, not installed: {'; '.join(notes)})" if notes else ""
     if proc.returncode != 0:
-        left_out = f" (left out, not installed: {'; '.join(notes)})" if notes else ""
         pytest.fail(f"a python block of {rel} failed (line numbers are {rel}'s){left_out}:\n{proc.stderr}{proc.stdout}")
+    assert not problems, f"{rel} shows outputs its blocks do not print{left_out}:\n" + "\n\n".join(problems)
 
 
 def _gen_graph() -> Any:
@@ -293,3 +428,59 @@ def test_api_reference_covers_every_public_name() -> None:
     assert len(dtypes) == 13
     unnamed = [n for n in (*dtypes, *_CONSTANTS) if f"`xpgrad.{n}`" not in api_md]
     assert not unnamed, f"docs/api.md does not name: {', '.join(unnamed)}"
+
+
+def _private(ident: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in ident.split("."))
+
+
+@pytest.mark.skipif(not (ROOT / "docs" / "api.md").is_file(), reason="docs/ is not next to the tests (not a source checkout)")
+def test_api_reference_names_public_paths() -> None:
+    """The reference documents each object under the name a user imports it by: no ``xpgrad._x`` path
+    where a public one reaches the same object (the anchors, and the links to them, are that path)."""
+    api_md = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    public = {id(obj): name for name, obj in _public_objects().items()}
+    named = [m["ident"] for m in _DIRECTIVE.finditer(api_md)] + re.findall(r"\(#(xpgrad\.[\w.]+)\)", api_md)
+    wrong = [f"{ident} (public: {public[id(_resolve(ident))]})" for ident in named if _private(ident) and id(_resolve(ident)) in public]
+    assert not wrong, f"docs/api.md names private paths of public objects: {', '.join(wrong)}"
+    # a module directive of a private module would render its members under the private path
+    modules = [ident for ident in named if _private(ident) and isinstance(_resolve(ident), types.ModuleType)]
+    assert not modules, f"docs/api.md renders private modules: {', '.join(modules)}"
+
+
+_SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const|ref|term):`")
+
+
+def test_public_docstrings_have_no_sphinx_roles() -> None:
+    """No docstring of a public function, class (or member) or module has a Sphinx role:
+    mkdocstrings renders ``:func:`x``` as literal text. Cross-references are ``[`x`][xpgrad.x]``
+    (autorefs) or plain backticks."""
+    import inspect
+
+    found = []
+    modules = {m.__name__: m for m in map(_resolve, ["xpgrad", *sorted(_public_modules())])}
+    for name, obj in [*_public_objects().items(), *modules.items()]:
+        docs = [inspect.getdoc(obj) or ""]
+        if isinstance(obj, type):
+            docs += [inspect.getdoc(v) or "" for k, v in vars(obj).items() if not k.startswith("_") or k == "__init__"]
+        if any(_SPHINX_ROLE.search(d) for d in docs):
+            found.append(name)
+    assert not found, f"docstrings with Sphinx roles: {', '.join(sorted(found))}"
+
+
+def _public_modules() -> set[str]:
+    """The public modules of xpgrad (xpgrad.nn, xpgrad.random, ...), by their public names."""
+    import xpgrad
+
+    return {
+        v.__name__
+        for n in dir(xpgrad)
+        if isinstance(v := getattr(xpgrad, n), types.ModuleType)
+        and v.__name__.startswith("xpgrad.")
+        and not any(p.startswith("_") for p in v.__name__.split("."))
+    } | {
+        f"xpgrad.{p}.{s}"
+        for p in ("nn", "optim")
+        for s in ("functional", "init", "utils", "lr_scheduler")
+        if importlib.util.find_spec(f"xpgrad.{p}.{s}") is not None
+    }

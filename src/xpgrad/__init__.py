@@ -1,6 +1,6 @@
 """xpgrad: automatic differentiation for any array API array.
 
-The module is itself an array API namespace over :class:`Tensor`; the namespace
+The module is itself an array API namespace over [`Tensor`][xpgrad.autograd.Tensor]; the namespace
 of each call comes from its input arrays, and the default-device policy decides
 only where no input array exists.
 """

@@ -1,7 +1,7 @@
 """The xpgrad namespace *bound* to a library and a device.
 
 ``xg.array_namespace(t)`` and ``t.__array_namespace__()`` of a Tensor ``t`` over a
-torch tensor on ``cuda:0`` return :class:`BoundNamespace` ``(torch, cuda:0)``. It is
+torch tensor on ``cuda:0`` return `BoundNamespace` ``(torch, cuda:0)``. It is
 the xpgrad namespace in every respect (same functions, same Tensors, gradients
 recorded), except that the functions that create arrays with no input array to
 ask (``asarray`` of Python data, ``zeros``, ``ones``, ``empty``, ``full``, ``eye``,
@@ -12,7 +12,7 @@ bound library's default dtypes unless the policy's ``dtype`` or the call sets on
 
 So array-API code that makes its constants with ``xp.asarray(2.0)`` or
 ``xp.zeros(n)`` (SciPy, scikit-learn, array-api-extra, a user's loss) gets them
-next to its inputs under :func:`xpgrad.grad`, with no ``default_device`` block.
+next to its inputs under [`xpgrad.grad`][xpgrad.functional.grad], with no ``default_device`` block.
 
 How it works: each creation function of a bound namespace runs the plain xpgrad
 function under a policy derived from the current one, with the binding's library
@@ -82,7 +82,7 @@ class _Sub(ModuleType):
 class BoundNamespace(ModuleType):
     """The xpgrad namespace with its array creation bound to a library and a device.
 
-    Returned by :func:`xpgrad.array_namespace` and ``Tensor.__array_namespace__()``
+    Returned by [`xpgrad.array_namespace`][xpgrad.array_namespace] and ``Tensor.__array_namespace__()``
     for Tensors; never made directly. Every attribute is the xpgrad namespace's,
     except that creation functions (``asarray`` of Python data or of another
     library's arrays, ``zeros``, ``full``, ``arange``, ``random.normal``, ...)

@@ -1,4 +1,4 @@
-"""Gradient checkpointing (rematerialization): :func:`checkpoint`, alias :func:`remat`.
+"""Gradient checkpointing (rematerialization): [`checkpoint`][xpgrad.checkpoint], alias [`remat`][xpgrad.remat].
 
 ``checkpoint(f)`` is ``f`` with a different memory/compute trade-off under reverse
 mode: the tape keeps only ``f``'s *inputs*, not its intermediates, and backward
@@ -23,12 +23,12 @@ outer graph. Under ``create_graph`` (``grad`` of ``grad``) the stand-ins are ide
 nodes on the node's connected inputs and the recomputation's backward is recorded, so
 the outer derivative sees it.
 
-Random numbers drawn by ``f`` through :mod:`xpgrad.random` (``nn.Dropout``) are the
+Random numbers drawn by ``f`` through [`xpgrad.random`][xpgrad.random] (``nn.Dropout``) are the
 same in the recomputation: the forward saves the state of the generator of the
 current policy, and the recomputation runs under the same policy with that state
 restored, then puts back the state it found (so backward leaves the stream where it
 was), as PyTorch's ``preserve_rng_state=True``. An explicit
-:class:`xpgrad.random.Generator` that ``f`` closes over is not saved. Inside ``xg.jit``,
+[`xpgrad.random.Generator`][xpgrad.random.Generator] that ``f`` closes over is not saved. Inside ``xg.jit``,
 where a draw is a call of the program, the recomputation is handed the forward's
 traced draws instead (the program draws once per call).
 
@@ -285,7 +285,7 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
     """``f`` that keeps only its inputs on the tape and recomputes itself in backward.
 
     Gradient checkpointing (rematerialization), as JAX's ``jax.checkpoint`` (alias
-    :func:`remat`) and PyTorch's ``torch.utils.checkpoint.checkpoint``: the returned
+    [`remat`][xpgrad.remat]) and PyTorch's ``torch.utils.checkpoint.checkpoint``: the returned
     function computes ``f`` and gives the same values and gradients, but under reverse
     mode the tape holds only ``f``'s arguments; backward runs ``f`` again (with
     recording on) from them and differentiates that recomputation. Wrapping each block
@@ -308,14 +308,14 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
     ``f`` must compute the same thing every time: the recomputation must read the same
     Tensors requiring grad and return the same structure (else XpgradRuntimeError).
     Tensors it reads must not be modified in place between the forward and backward
-    (InPlaceModificationError). Random numbers drawn through :mod:`xpgrad.random`
+    (InPlaceModificationError). Random numbers drawn through [`xpgrad.random`][xpgrad.random]
     (``nn.Dropout``) are reproduced: the state of the current policy's generator is
     saved in the forward and restored for the recomputation (then put back), unless
     ``preserve_rng_state=False`` (PyTorch's flag; it saves copying the state per call).
 
     Args:
         f: the function to checkpoint (a function, a Module, any callable).
-        preserve_rng_state: reproduce :mod:`xpgrad.random` draws in the recomputation.
+        preserve_rng_state: reproduce [`xpgrad.random`][xpgrad.random] draws in the recomputation.
 
     Raises:
         XpgradTypeError: ``f`` is not callable.

@@ -1,4 +1,4 @@
-"""User-defined derivative rules, in the JAX style: :class:`custom_vjp` and :class:`custom_jvp`.
+"""User-defined derivative rules, in the JAX style: [`custom_vjp`][xpgrad.custom_vjp] and [`custom_jvp`][xpgrad.custom_jvp].
 
 A decorated function runs as written until something differentiates it. Then:
 
@@ -483,7 +483,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     ``grad(grad(f))`` then uses the rule at both orders, as in JAX.
 
     ``f.defjvps(jvp_0, jvp_1, ...)`` gives one rule per argument instead (see
-    :meth:`defjvps`). ``nondiff_argnums`` names arguments that are not arrays: they
+    `defjvps`). ``nondiff_argnums`` names arguments that are not arrays: they
     come first in the rule's signature, ``jvp(*nondiff_args, primals, tangents)``.
 
     Examples:

@@ -3,19 +3,19 @@
 The data are scikit-learn's copy of the UCI handwritten digits (1797 images of
 8x8 pixels, shipped with scikit-learn, so no download), scaled to [0, 1] and split
 80/20 with a seeded, stratified split. The model (an MLP or a small CNN) is built
-with :mod:`xpgrad.nn` under ``xpgrad.default_device(backend, seed=seed)``, so its
+with [`xpgrad.nn`][xpgrad.nn] under ``xpgrad.default_device(backend, seed=seed)``, so its
 parameters live on the chosen backend; the data are moved there once, and each
 minibatch is taken from them with ``xpgrad.take``. Training is plain PyTorch-style
 code: Adam, a cosine learning-rate schedule, ``zero_grad``/``backward``/``step``.
 
 With ``jit=True`` (``--jit``) the same step (forward, loss, ``backward()``, ``Adam.step()``)
-is one :func:`xpgrad.jit` function that takes the model and the optimizer as arguments:
+is one [`xpgrad.jit`][xpgrad.jit] function that takes the model and the optimizer as arguments:
 their parameters, gradients and Adam's moments and step count are the program's state,
 read and written back by each call. The first step traces; later steps replay the
 program (a new batch shape, the last short batch, traces once more). The learning rate
 the schedule sets is an input of the program, so the schedule does not trace again.
 
-The same seed gives the same initial weights (:mod:`xpgrad.random` draws the same
+The same seed gives the same initial weights ([`xpgrad.random`][xpgrad.random] draws the same
 numbers on every backend), the same split and the same minibatch order on every
 backend. scikit-learn, tqdm and matplotlib come with the ``demo`` extra.
 """
@@ -61,7 +61,7 @@ def _require(module: str, dist: str) -> Any:
 
 @dataclass
 class DemoResult:
-    """What :func:`train` returns: the final test accuracy, the wall time and per-epoch curves.
+    """What `train` returns: the final test accuracy, the wall time and per-epoch curves.
 
     Attributes:
         accuracy: test accuracy after the last epoch (fraction in [0, 1]).
@@ -191,15 +191,15 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
     """Train the demo classifier on ``backend`` and return its test accuracy and curves.
 
     Args:
-        backend: the array library to train on (one of :data:`BACKENDS`).
-        model: ``"mlp"`` or ``"cnn"`` (see :func:`build_model`).
+        backend: the array library to train on (one of `BACKENDS`).
+        model: ``"mlp"`` or ``"cnn"`` (see `build_model`).
         epochs: passes over the training set; None for the model's default.
         batch_size: minibatch size.
         lr: Adam's peak learning rate (cosine-annealed to 0 over the run); None for the default.
         seed: seeds the split, the initial weights and the minibatch order.
         progress: show a tqdm progress bar per epoch (on stderr).
         plot: write a PNG with the loss and accuracy curves to this path.
-        jit: run each training step as one :func:`xpgrad.jit` program (:func:`train_step`);
+        jit: run each training step as one [`xpgrad.jit`][xpgrad.jit] program (`train_step`);
             the same numbers as without it, up to rounding in the last bits.
 
     Raises:

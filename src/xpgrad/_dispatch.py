@@ -5,7 +5,7 @@ cached by the tuple of argument types, so the per-op hot path pays one dict
 lookup. For NumPy and torch arrays that is xpgrad's leaner copy of
 ``array_api_compat.numpy`` / ``.torch`` (``_fast_adapter``); ``array_namespace`` hands
 users the compat module itself. Mixed libraries raise
-:class:`NamespaceMismatchError`; mixed devices raise :class:`DeviceMismatchError`.
+[`NamespaceMismatchError`][xpgrad.NamespaceMismatchError]; mixed devices raise [`DeviceMismatchError`][xpgrad.DeviceMismatchError].
 Python scalars and None are ignored (a NumPy scalar alone counts as NumPy's); a
 call with no array at all gets the current policy's namespace.
 """
@@ -102,7 +102,7 @@ def _fast(xp: ModuleType) -> ModuleType:
 
 
 def public_namespace(xp: ModuleType) -> ModuleType:
-    """The namespace users are handed for one that :func:`backend_namespace` returned.
+    """The namespace users are handed for one that `backend_namespace` returned.
 
     Internally NumPy and torch arrays resolve to xpgrad's fast-path adapters (``_fast_adapter``);
     users, and comparisons with a namespace they gave, see the compat modules.
@@ -207,7 +207,7 @@ def raw_array(x: Any) -> Any:
 def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
     """The backend namespace of the arguments, Tensors unwrapped; cached by types.
 
-    Does not check devices (see :func:`check_devices`); used on the hot path.
+    Does not check devices (see `check_devices`); used on the hot path.
     """
     key = tuple(map(type, xs))
     xp = _CACHE.get(key)
@@ -312,7 +312,7 @@ def array_namespace(*xs: Any, api_version: str | None = None) -> ModuleType:
     Raw arrays give their own library's namespace (NumPy arrays give
     ``array_api_compat.numpy``). If any argument is an xpgrad Tensor, the result is
     the xpgrad namespace *bound* to the arguments' library and device (a
-    :class:`~xpgrad._bound.BoundNamespace`, whose ``__name__`` is ``"xpgrad"``), so
+    `BoundNamespace`, whose ``__name__`` is ``"xpgrad"``), so
     generic code keeps recording gradients, and the arrays it creates
     (``xp.asarray(2.0)``, ``xp.zeros(n)``) land next to its inputs; raw arrays
     mixed with Tensors must come from the Tensors' backend. Python scalars, NumPy

@@ -2,7 +2,7 @@
 
 The standard's ``__dlpack__`` takes the keyword-only ``stream``, ``max_version``,
 ``dl_device`` and ``copy`` (the last three since 2023.12). A backend whose arrays
-predate them takes ``stream`` alone; :func:`dlpack_kwargs` then forwards only what it
+predate them takes ``stream`` alone; `dlpack_kwargs` then forwards only what it
 accepts, as array-api-strict does over older NumPy, and keeps the standard's meaning
 of what it leaves out.
 """

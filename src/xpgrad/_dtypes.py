@@ -2,8 +2,8 @@
 mapping to and from each namespace's dtype objects.
 
 xpgrad's namespace sits over any backend, so its dtypes (``xpgrad.float32``, ...)
-are its own singletons; :func:`dtype` gives the backend's object for a name and
-:func:`dtype_name` goes back. Tables are built once per namespace and cached.
+are its own singletons; [`dtype`][xpgrad.dtype] gives the backend's object for a name and
+[`dtype_name`][xpgrad.dtype_name] goes back. Tables are built once per namespace and cached.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The exception tree of xpgrad.
 
-Every error xpgrad raises derives from :class:`XpgradError` and from the built-in
+Every error xpgrad raises derives from [`XpgradError`][xpgrad.XpgradError] and from the built-in
 type a caller would naturally catch, so ``except ValueError`` keeps working::
 
     XpgradError(Exception)
@@ -120,7 +120,7 @@ class AnomalyError(XpgradRuntimeError):
 
 
 class ConcretizationError(XpgradTypeError):
-    """Under :func:`xpgrad.jit`: Python read the value of a traced array, or asked for a shape that depends on it.
+    """Under [`xpgrad.jit`][xpgrad.jit]: Python read the value of a traced array, or asked for a shape that depends on it.
 
     The message names the operation that made the array and the line that read it, and
     says what to do instead (``static_argnums``, ``xpgrad.where``), as JAX's

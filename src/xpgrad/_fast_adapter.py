@@ -1,9 +1,9 @@
 """The fast-path adapter for NumPy and torch: what xpgrad's own forwards and VJP rules call.
 
-What it is. :func:`xpgrad._dispatch.backend_namespace` resolves the namespace that each
+What it is. `xpgrad._dispatch.backend_namespace` resolves the namespace that each
 op's forward and each VJP rule computes with. For NumPy and torch arrays that is not
-``array_api_compat.numpy``/``.torch`` itself but a :class:`FastAdapter` over it (from
-:func:`numpy_adapter` / :func:`torch_adapter`): the compat namespace, with a few of its
+``array_api_compat.numpy``/``.torch`` itself but a `FastAdapter` over it (from
+`numpy_adapter` / `torch_adapter`): the compat namespace, with a few of its
 functions replaced by direct calls into the library. Forwards and rules call the
 namespace once or more per op, and compat's Python wrappers cost 0.3-2 us a call
 (NumPy's ``sum`` goes through ``np.sum``'s dispatch, ``matrix_transpose`` through two
@@ -20,16 +20,16 @@ What it promises (tests/test_fast_adapter.py checks each):
 * on that path it runs no Python function but itself (the speed it is for);
 * every other attribute is compat's own object; a replacement is installed only when
   compat's attribute is the object it was written against, so another array-api-compat
-  version keeps its own functions (:data:`OVERRIDES` lists the names replaced here);
+  version keeps its own functions (`OVERRIDES` lists the names replaced here);
 * it is internal: ``xpgrad.array_namespace``, ``Tensor.__array_namespace__``, the
   policy and the bound namespaces hand users the compat module
-  (:func:`xpgrad._dispatch.public_namespace`); :attr:`FastAdapter.adapted` is it.
+  (`xpgrad._dispatch.public_namespace`); `FastAdapter.adapted` is it.
 
 What it is not: a stand-in for array-api-compat. It keeps compat's ``__name__``, because
 the library of a namespace is looked up by name (``array_api_compat.is_numpy_namespace``,
 xpgrad's own library lookups) and the library *is* NumPy's or torch's; its ``repr`` says
 that it is xpgrad's adapter. Importing it imports no optional backend: the torch adapter
-imports torch only when :func:`torch_adapter` is first called (on a torch array).
+imports torch only when `torch_adapter` is first called (on a torch array).
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ _smallest = builtins.min  # (this module defines its own min)
 
 
 class FastAdapter(types.ModuleType):
-    """The fast-path adapter over one array-api-compat namespace (:attr:`adapted`).
+    """The fast-path adapter over one array-api-compat namespace (`adapted`).
 
-    A module-like object holding every attribute of :attr:`adapted`, with the functions
-    of :data:`OVERRIDES` (NumPy) or :func:`_torch_overrides` (torch) replaced; attributes
-    missing from the copy are looked up on :attr:`adapted`. ``__name__`` is the adapted
+    A module-like object holding every attribute of `adapted`, with the functions
+    of `OVERRIDES` (NumPy) or `_torch_overrides` (torch) replaced; attributes
+    missing from the copy are looked up on `adapted`. ``__name__`` is the adapted
     namespace's, so that a lookup of its library by name finds NumPy or torch.
     """
 

@@ -87,7 +87,7 @@ class Info:
         ``apply_where``, ``at()``; SciPy) then takes its mask-free ``where`` paths,
         which stay lazy and differentiable.
 
-        In the namespace of a Tensor (``array_namespace(t)``) inside :func:`xpgrad.vmap`
+        In the namespace of a Tensor (``array_namespace(t)``) inside [`xpgrad.vmap`][xpgrad.vmap]
         (and ``jacfwd``/``hessian``, which run under it) both are ``False`` too, as over JAX arrays under ``jax.vmap``: a batched boolean mask
         selects a different number of elements per example, so code that asks takes its
         ``where`` paths, which batch.

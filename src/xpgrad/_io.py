@@ -1,21 +1,21 @@
 """Saving and loading tensors (safetensors), and moving arrays between libraries.
 
-:func:`save` writes a mapping of tensors (a ``state_dict``, an optimizer's state,
+[`save`][xpgrad.save] writes a mapping of tensors (a ``state_dict``, an optimizer's state,
 nested dicts and lists of tensors and plain Python values) to one safetensors
-file; :func:`load` reads it back onto the current policy's namespace and device,
+file; [`load`][xpgrad.load] reads it back onto the current policy's namespace and device,
 so weights saved from NumPy load onto PyTorch, CuPy or JAX. A flat mapping of
 tensors is written under its own keys, so other safetensors readers see the same
 names. Writes go to a temporary file that replaces the target only when complete;
-a corrupt or truncated file raises :class:`~xpgrad.XpgradValueError`.
+a corrupt or truncated file raises [`XpgradValueError`][xpgrad.XpgradValueError].
 
 The format: each array is one safetensors tensor (complex arrays as float32/float64
 with a last axis of 2, 0-d arrays as 0-d tensors); the structure is a JSON tree in
 the file's ``__xpgrad__`` metadata entry, ``{"format": 1, "tree": ...}``, whose
 nodes are ``{"d": [[key, node], ...]}``, ``{"l": [...]}``, ``{"tu": [...]}``,
 ``{"t": name}`` (with ``"complex": true`` for a complex array), ``{"f": "nan"}``
-and ``{"v": value}``. :func:`load` checks the whole tree against the tensor headers
-before it reads any tensor, and refuses with :class:`~xpgrad.XpgradValueError`
-what :func:`save` never writes: a tensor referenced twice (so a small file cannot
+and ``{"v": value}``. [`load`][xpgrad.load] checks the whole tree against the tensor headers
+before it reads any tensor, and refuses with [`XpgradValueError`][xpgrad.XpgradValueError]
+what [`save`][xpgrad.save] never writes: a tensor referenced twice (so a small file cannot
 load as many copies of one tensor), nesting past 100 levels, a ``"complex"`` flag
 on any other tensor, an unknown format number or a malformed node.
 
@@ -319,7 +319,7 @@ def _short(v: Any) -> str:
 
 
 def _decode(node: dict[str, Any], made: dict[str, Any]) -> Any:
-    """The value of a node that :class:`_Checker` accepted; ``made`` holds the tensors."""
+    """The value of a node that `_Checker` accepted; ``made`` holds the tensors."""
     kind = "t" if "t" in node else next(iter(node))
     value = node[kind]
     if kind == "t":
@@ -378,10 +378,10 @@ def _tree(target: str, raw: str, headers: dict[str, tuple[str, list[int]]]) -> t
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load what :func:`save` wrote (or any safetensors file) as Tensors on the current policy.
+    """Load what [`save`][xpgrad.save] wrote (or any safetensors file) as Tensors on the current policy.
 
     Tensors keep their saved dtype and shape (0-d included) and go to the
-    namespace and device of :func:`xpgrad.current_policy`, so weights saved from
+    namespace and device of [`xpgrad.current_policy`][xpgrad.current_policy], so weights saved from
     NumPy load onto PyTorch under ``with xg.default_device("torch"):``. A file
     written by another tool loads as a flat dict of its tensors.
 

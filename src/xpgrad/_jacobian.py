@@ -41,7 +41,7 @@ def jacobian(
     ``S + T`` (as in JAX); for pytrees it is nested: output structure, then (a tuple
     over ``argnums`` when a sequence, then) argument structure.
 
-    As under :func:`xpgrad.grad`, the positional arguments not in ``argnums`` are
+    As under [`xpgrad.grad`][xpgrad.functional.grad], the positional arguments not in ``argnums`` are
     constants (raw arrays among them reach ``f`` as constant Tensors, so ``f`` may take
     its namespace from any of them), and each block comes back as its argument's type:
     a Tensor for a Tensor, the caller's array for a raw array.
@@ -77,7 +77,7 @@ def jacobian(
 
 def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, has_aux: bool, holomorphic: bool,
               name: str, chunk_size: int | None = None) -> Callable[..., Any]:
-    """:func:`jacobian`, with ``name`` (the transform the user called) in error messages."""
+    """[`jacobian`][xpgrad.jacobian], with ``name`` (the transform the user called) in error messages."""
     single = isinstance(argnums, int)
     nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
@@ -177,7 +177,7 @@ def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bo
 
 def _like_input(x: Any, blk: Any) -> Any:
     """Jacobian block ``blk`` of input leaf ``x`` at top level: a Tensor for a Tensor input, the
-    backend array for a raw one (as :func:`xpgrad.grad` returns gradients)."""
+    backend array for a raw one (as [`xpgrad.grad`][xpgrad.functional.grad] returns gradients)."""
     if isinstance(x, Tensor):
         return blk if isinstance(blk, Tensor) else _wrap(blk)
     return blk.data if type(blk) is Tensor else blk

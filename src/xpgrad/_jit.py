@@ -1,9 +1,9 @@
 """``xg.jit``: trace a function once, then replay its forward and backward with no tape.
 
 The first call with a new *signature* traces: every array argument becomes a
-:class:`~xpgrad._tracing.Tracer`, ``f`` runs once (its forward, the backward rules of any
+`Tracer`, ``f`` runs once (its forward, the backward rules of any
 ``grad``/``backward`` inside it, optimizer updates), and each backend call is recorded.
-The result is a :class:`Program`: a straight-line Python function of backend calls, with
+The result is a [`Program`][xpgrad._jit.Program]: a straight-line Python function of backend calls, with
 each intermediate deleted at its last use and, on NumPy, elementwise results written
 into a dead buffer of their shape and dtype. Later calls with the same signature run the
 program on the raw arrays: no Tensor, no Node, no version counter, no dispatch per op.
@@ -265,8 +265,8 @@ class _Cells:
 class Program:
     """A traced program: a straight-line function of backend calls.
 
-    ``str(program)`` is its readable listing; :attr:`source` the Python it runs;
-    :attr:`instructions` the recorded calls; :attr:`inputs`/:attr:`outputs` name what it
+    ``str(program)`` is its readable listing; `source` the Python it runs;
+    `instructions` the recorded calls; `inputs`/`outputs` name what it
     reads and gives back. ``xg.viz.draw_program(program)`` draws it.
     """
 
@@ -446,7 +446,7 @@ class _Entry:
 
 
 class Jitted:
-    """A function compiled by :func:`jit`: call it like the function; see :func:`jit`."""
+    """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit]."""
 
     def __init__(self, f: Callable[..., Any], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
                  donate_argnums: tuple[int, ...], compile: str | None, cache_size: int) -> None:  # noqa: A002
@@ -573,7 +573,7 @@ class Jitted:
         return _build_out(entry.out_tmpl, res, made)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
-        """Trace ``f`` on these arguments and return its :class:`Program` (nothing is cached; arguments are not changed).
+        """Trace ``f`` on these arguments and return its [`Program`][xpgrad._jit.Program] (nothing is cached; arguments are not changed).
 
         Examples:
             >>> import numpy as np, xpgrad as xg
@@ -782,7 +782,7 @@ _NOTHING: dict[int, Tensor] = {}
 
 
 def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """The signature of arguments that are all raw arrays (their :func:`_array_key`), or None."""
+    """The signature of arguments that are all raw arrays (their `_array_key`), or None."""
     ks = []
     for a in args:
         k = _array_key(a)
@@ -821,7 +821,7 @@ def _grad_outputs(tmpl: Any) -> list[int]:
 
 
 def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, Tensor]:
-    """The Tensors of a call's arguments (Modules' and optimizers' included), in :func:`_flatten`'s order."""
+    """The Tensors of a call's arguments (Modules' and optimizers' included), in `_flatten`'s order."""
     found = {} if found is None else found
     if isinstance(obj, Tensor):
         found.setdefault(id(obj), obj)
@@ -838,7 +838,7 @@ def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, T
 
 
 def _grad_leaves(out: Any, tensors: dict[int, Tensor]) -> list[Tensor]:
-    """The Tensors of ``out`` that require grad, in :func:`_grad_outputs`' order (``f``'s own arguments excluded)."""
+    """The Tensors of ``out`` that require grad, in `_grad_outputs`' order (``f``'s own arguments excluded)."""
     if isinstance(out, Tensor):
         return [out] if out._requires_grad and id(out) not in tensors else []
     if isinstance(out, (tuple, list)):
@@ -1096,7 +1096,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
 
     ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
     ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
-    new signature runs ``f`` once on tracers (see :mod:`xpgrad._tracing`) and returns its
+    new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
     results; later calls run the recorded program. Modules and optimizers passed as
     arguments are state: their parameters, buffers, gradients and optimizer state are read
     and written back by each call. Python scalars are static (a new value traces again).
@@ -1113,7 +1113,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         cache_size: how many signatures are kept (least recently used dropped first).
 
     Returns:
-        A :class:`Jitted` callable with ``trace(*args)`` (the :class:`Program`),
+        A [`Jitted`][xpgrad._jit.Jitted] callable with ``trace(*args)`` (the [`Program`][xpgrad._jit.Program]),
         ``clear_cache()`` and ``cache_info()``.
 
     Raises:

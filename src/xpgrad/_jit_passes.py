@@ -1,14 +1,14 @@
-"""Passes over a traced program (:mod:`xpgrad._jit`).
+"""Passes over a traced program (`xpgrad._jit`).
 
-Each pass reads the recorded :class:`~xpgrad._tracing.Instruction` list and the trace's
+Each pass reads the recorded `Instruction` list and the trace's
 witnesses (the first call's values, which say each value's type, shape, dtype and, on
-NumPy, which results are views of which). :func:`optimize` runs them in order: dead code
-on every backend; on a program of NumPy arrays also :func:`fold_constants`,
-:func:`elide_copies`, :func:`fuse_mask_casts`, :func:`direct_calls` and
-:func:`fuse_elementwise`, each of which keeps every value bit for bit (never a rewrite that
-NumPy might round differently). Then :mod:`xpgrad._jit` plans buffer reuse
-(:func:`reuse_plan`), the liveness (:func:`last_uses`) and the generated source's
-variables (:func:`variables`). tests/test_jit_passes.py checks each pass.
+NumPy, which results are views of which). `optimize` runs them in order: dead code
+on every backend; on a program of NumPy arrays also `fold_constants`,
+`elide_copies`, `fuse_mask_casts`, `direct_calls` and
+`fuse_elementwise`, each of which keeps every value bit for bit (never a rewrite that
+NumPy might round differently). Then `xpgrad._jit` plans buffer reuse
+(`reuse_plan`), the liveness (`last_uses`) and the generated source's
+variables (`variables`). tests/test_jit_passes.py checks each pass.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
 
 
 def frees_at(last: dict[int, int]) -> dict[int, list[int]]:
-    """instruction index -> the slots it reads last (sorted): :func:`last_uses` inverted, once."""
+    """instruction index -> the slots it reads last (sorted): `last_uses` inverted, once."""
     out: dict[int, list[int]] = {}
     for s, i in sorted(last.items()):
         out.setdefault(i, []).append(s)

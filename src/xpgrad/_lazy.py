@@ -10,9 +10,9 @@ whose graphs are only their chunks, so every step costs the same. dask-ml's solv
 do the same: ``persist`` the iterate after every iteration.
 
 Only Dask can persist, so "lazy" here means a Dask array
-(``array_api_compat.is_dask_array``). :meth:`xpgrad.optim.Optimizer.persist`
-calls :func:`persist_arrays`, and ``xpgrad.nn.functional.batch_norm`` calls
-:func:`note_update` for the running statistics it updates in place, which the
+(``array_api_compat.is_dask_array``). [`xpgrad.optim.Optimizer.persist`][xpgrad.optim.Optimizer.persist]
+calls `persist_arrays`, and ``xpgrad.nn.functional.batch_norm`` calls
+`note_update` for the running statistics it updates in place, which the
 optimizer's next persist then includes (in the same thread).
 """
 
@@ -62,7 +62,7 @@ def note_update(t: Tensor) -> None:
 
     Batch normalization updates its running statistics in the forward pass; on Dask
     each update is one more layer of graph. The next
-    :meth:`~xpgrad.optim.Optimizer.persist` in this thread persists ``t`` with the
+    [`persist`][xpgrad.optim.Optimizer.persist] in this thread persists ``t`` with the
     parameters, so the statistics stop growing too. Only a weak reference is kept.
 
     Examples:
@@ -81,7 +81,7 @@ def note_update(t: Tensor) -> None:
 
 
 def take_noted() -> list[Tensor]:
-    """The Tensors :func:`note_update` remembered in this thread (still alive), forgetting them.
+    """The Tensors `note_update` remembered in this thread (still alive), forgetting them.
 
     Examples:
         >>> from xpgrad._lazy import take_noted

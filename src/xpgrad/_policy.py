@@ -1,9 +1,9 @@
 """The default-device policy: where arrays are created when no input array says.
 
-One immutable :class:`DevicePolicy` lives in one :class:`contextvars.ContextVar`.
+One immutable [`DevicePolicy`][xpgrad.DevicePolicy] lives in one `contextvars.ContextVar`.
 ``with default_device(...)`` sets it for the block and restores the previous one
 through its token, even when the block raises. A new thread (or a thread-pool
-worker) starts from the *process default* (:func:`set_default_policy`), not from
+worker) starts from the *process default* ([`set_default_policy`][xpgrad.set_default_policy]), not from
 the parent's ``with`` block; asyncio tasks copy the context at creation.
 """
 
@@ -44,7 +44,7 @@ class DevicePolicy:
         dtype: the default *floating* dtype name (``"float32"``), or None for the
             backend's own default (NumPy float64, torch float32). ``nn`` layers use
             float32 when this is None, as PyTorch does.
-        seed: seed for :mod:`xpgrad.random` under this policy, or None.
+        seed: seed for [`xpgrad.random`][xpgrad.random] under this policy, or None.
 
     Examples:
         >>> import xpgrad as xg
@@ -113,7 +113,7 @@ def _make_policy(
 ) -> DevicePolicy:
     """Build a policy from ``base`` with the given fields replaced (None = inherit).
 
-    ``xp`` may be a :class:`DevicePolicy`: it is then the base, the other fields on top
+    ``xp`` may be a [`DevicePolicy`][xpgrad.DevicePolicy]: it is then the base, the other fields on top
     (``default_device(p)``, ``set_default_policy(p)``).
     """
     if isinstance(xp, DevicePolicy):
@@ -208,13 +208,13 @@ class default_device:  # noqa: N801 - a context manager used like a function
         xp: a namespace module, a library name (``"numpy"``, ``"cupy"``, ``"torch"``,
             ``"jax"``, ``"dask"``, ``"array_api_strict"``) or an existing array
             (its namespace and device are taken). None keeps the current one. A
-            :class:`DevicePolicy` (from :func:`current_policy`, or another block's
+            [`DevicePolicy`][xpgrad.DevicePolicy] (from [`current_policy`][xpgrad.current_policy], or another block's
             ``as p``) is used as it is, with the other arguments, if given, on top.
         device: a device object or a string ``"cpu"``, ``"cuda"``, ``"cuda:1"``
             (translated for the library); None keeps the current one, or the
             library's default when ``xp`` changes.
         dtype: default floating dtype name, e.g. ``"float32"``; None keeps the current.
-        seed: seed for :mod:`xpgrad.random`; a block with a seed starts a fresh generator.
+        seed: seed for [`xpgrad.random`][xpgrad.random]; a block with a seed starts a fresh generator.
 
     The previous policy is restored when the block exits, also on exceptions.
     Usable as a decorator: each call of the decorated function runs under it.
@@ -272,7 +272,7 @@ def set_default_policy(xp: Any = None, device: Any = None, dtype: Any = None, se
     """Set the process default policy: what threads and contexts without a ``with`` see.
 
     Fields left as None keep the current process default's value. ``xp`` may also be
-    a :class:`DevicePolicy` (e.g. one from :func:`current_policy`, or the value of a
+    a [`DevicePolicy`][xpgrad.DevicePolicy] (e.g. one from [`current_policy`][xpgrad.current_policy], or the value of a
     ``with default_device(...) as p`` block): it becomes the process default, with
     the other arguments, if given, applied on top.
 

@@ -1,11 +1,11 @@
-"""Tracing for :func:`xpgrad.jit`: arrays that record what is done to them.
+"""Tracing for [`xpgrad.jit`][xpgrad.jit]: arrays that record what is done to them.
 
-A :class:`Tracer` stands for one array of a function that ``jit`` traces. It knows its
+A `Tracer` stands for one array of a function that ``jit`` traces. It knows its
 shape, dtype, device and library; every call made on it (a function of its namespace,
 an operator, indexing, an in-place update) is recorded as one instruction of a
-:class:`Trace`, a straight-line program of backend calls. Reading its *value* (``bool``,
+`Trace`, a straight-line program of backend calls. Reading its *value* (``bool``,
 ``float``, ``int``, ``item``, ``tolist``, ``__array__``, DLPack, a Python ``if``) raises
-:class:`~xpgrad.ConcretizationError`, naming the operation and the line, because the
+[`ConcretizationError`][xpgrad.ConcretizationError], naming the operation and the line, because the
 value differs from call to call and a program that branched on it would be silently
 wrong on the next call. So do functions whose result's *shape* depends on the values
 (``nonzero``, ``unique_*``, boolean-mask indexing, ``repeat`` by an array).
@@ -18,7 +18,7 @@ and never reaches Python control flow (the value-reading methods raise). The fir
 of a jitted function therefore *is* one eager run, and returns its results.
 
 The namespace of a tracer (``tracer.__array_namespace__()``, and what
-:func:`xpgrad._dispatch.backend_namespace` resolves for it) is a :class:`TracingNamespace`
+`xpgrad._dispatch.backend_namespace` resolves for it) is a `TracingNamespace`
 over the namespace eager code would use for the witness, so xpgrad's forwards and rules
 record the same backend calls they make eagerly: the replay is bit-identical on NumPy.
 
@@ -63,14 +63,14 @@ _MAY_ALIAS: list[Any] = [lambda a, b: True]
 
 
 def set_may_alias(fn: Any) -> None:
-    """Hand down the memory-sharing check of :mod:`xpgrad.autograd._alias` (a higher layer)."""
+    """Hand down the memory-sharing check of `xpgrad.autograd._alias` (a higher layer)."""
     _MAY_ALIAS[0] = fn
 
 
 class Instruction:
     """One backend call of a program: ``outs = fn(*args, **kwargs)``.
 
-    ``args``/``kwargs`` hold :class:`Tracer` objects where the program passes one of its
+    ``args``/``kwargs`` hold `Tracer` objects where the program passes one of its
     values; ``outs`` is the list of slots the result fills (one, several for a tuple
     result, or none for a call made for its effect: an in-place update); ``unpack`` says
     whether the result is a sequence to unpack. ``name`` is the readable name.
@@ -352,7 +352,7 @@ class TracingNamespace(types.ModuleType):
     """The namespace of tracers over one backend namespace: each call is recorded.
 
     Its attributes are the backend namespace's; a function call runs on the witnesses
-    and records one :class:`Instruction` into the trace of its traced arguments (or,
+    and records one `Instruction` into the trace of its traced arguments (or,
     with none, the context's trace: an array made from nothing is a value of the program
     too, so that a later update in place of it is replayed). ``linalg`` and ``fft`` are
     tracing namespaces too. ``__name__`` is the backend's, so a lookup of the library by

@@ -1,7 +1,7 @@
 """``vmap``: map a function over a batch axis, with every primitive batched by its rule.
 
-See :mod:`xpgrad.autograd._batched` for how batched values are represented and
-:mod:`xpgrad._vmap_rules` for the rules.
+See `xpgrad.autograd._batched` for how batched values are represented and
+`xpgrad._vmap_rules` for the rules.
 """
 
 from __future__ import annotations

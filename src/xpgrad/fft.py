@@ -1,6 +1,6 @@
 """``xpgrad.fft``: the array API ``fft`` extension over Tensors, differentiable.
 
-The functions and their rules live in :mod:`xpgrad.ops.fft`; this module is the
+The functions and their rules live in [`xpgrad.ops.fft`][xpgrad.ops.fft]; this module is the
 namespace a user (and ``Tensor.__array_namespace__().fft``) sees, as
 ``array_api_strict.fft`` is.
 """

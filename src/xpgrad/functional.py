@@ -1,6 +1,6 @@
 """Function transforms on raw arrays: ``grad``, ``value_and_grad``, ``vjp``, ``jvp``,
 ``hvp``, ``linearize`` and
-``stop_gradient`` (``custom_vjp``/``custom_jvp`` live in :mod:`xpgrad._custom`).
+``stop_gradient`` (``custom_vjp``/``custom_jvp`` live in `xpgrad._custom`).
 
 They take and return the caller's own arrays (NumPy in, NumPy out): array
 arguments are wrapped as Tensors for the duration of the call. Calls nest to any
@@ -11,7 +11,7 @@ Arguments may be arrays or (nested) lists, tuples and dicts of arrays.
 
 Reverse mode (``grad``, ``vjp``, ``jacrev``) runs the tape's backward pass;
 forward mode (``jvp``, ``jacfwd``) opens a forward level (see
-:mod:`xpgrad.autograd._core`) and reads the outputs' tangents; ``hessian`` is
+`xpgrad.autograd._core`) and reads the outputs' tangents; ``hessian`` is
 forward over reverse.
 """
 
@@ -101,7 +101,7 @@ def _diff_input(x: Any, func: str, argnum: int) -> Tensor:
     """A Tensor that requires grad, standing for argument ``x`` of the transform.
 
     Inside vmap it is Batched, with one copy of ``x`` per example (see
-    :mod:`xpgrad.autograd._batched`): each example's output then depends on its own copy
+    `xpgrad.autograd._batched`): each example's output then depends on its own copy
     only, so the physical backward pass gives each example its own gradient.
     """
     st = STACK.get()
@@ -153,7 +153,7 @@ def _unwrap(x: Any) -> Any:
 
 
 def _phys(t: Any) -> Any:
-    """The physical Tensor of a leaf made by :func:`_diff_input` (itself outside vmap)."""
+    """The physical Tensor of a leaf made by `_diff_input` (itself outside vmap)."""
     return t._inner if isinstance(t, Batched) else t
 
 
@@ -198,7 +198,7 @@ def value_and_grad(
     Gradients come back as the argument's own array type. An output array that does
     not depend on an argument gives zeros, as in JAX. A result that is a Python number,
     or that was computed from a value converted to one (``float``, ``.item()``,
-    ``math.exp``) or to NumPy, raises :class:`~xpgrad.CutGraphError` instead of
+    ``math.exp``) or to NumPy, raises [`CutGraphError`][xpgrad.CutGraphError] instead of
     returning a zero gradient; converting only to log a value is fine.
 
     Examples:
@@ -215,7 +215,7 @@ def value_and_grad(
 
 def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str,
                     holomorphic: bool = False) -> Callable[..., Any]:
-    """:func:`value_and_grad`, with ``name`` (the transform the user called) in error messages."""
+    """[`value_and_grad`][xpgrad.functional.value_and_grad], with ``name`` (the transform the user called) in error messages."""
     func = getattr(f, "__name__", "f")
     single = isinstance(argnums, int)
     nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -324,7 +324,7 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
          holomorphic: bool = False) -> Callable[..., Any]:
     """Make a function returning the gradient of scalar-valued ``f`` w.r.t. ``args[argnums]``.
 
-    See :func:`value_and_grad`. Transforms compose: ``grad(grad(f))`` works.
+    See [`value_and_grad`][xpgrad.functional.value_and_grad]. Transforms compose: ``grad(grad(f))`` works.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -339,7 +339,7 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
 
 def _grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, holomorphic: bool,
           name: str) -> Callable[..., Any]:
-    """:func:`grad`, with ``name`` (the transform the user called) in error messages."""
+    """[`grad`][xpgrad.functional.grad], with ``name`` (the transform the user called) in error messages."""
     vg = _value_and_grad(f, argnums, has_aux, name, holomorphic)
 
     @functools.wraps(f)
@@ -472,7 +472,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
 
 
 def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str) -> Any:
-    """:func:`vjp`, with ``func`` (the transform the user called) in error messages."""
+    """[`vjp`][xpgrad.functional.vjp], with ``func`` (the transform the user called) in error messages."""
     fname = getattr(f, "__name__", "f")
     depth = _DEPTH.get()
     st_rec = STACK.get()  # the vmap levels open at the forward pass: its physical values have their axes
@@ -634,7 +634,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
 
 
 def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool, func: str) -> Any:
-    """:func:`jvp`, with ``func`` (the transform the user called) in error messages."""
+    """[`jvp`][xpgrad.functional.jvp], with ``func`` (the transform the user called) in error messages."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         msg = (
             f"{func}: primals and tangents must be tuples (or lists) with one entry per argument, "

@@ -2,9 +2,9 @@
 
 The array API standard has no random number generator, so this module (with
 ``_backends.py``) is the one place that knows a library by name: it draws every
-number on the host with NumPy's PCG64 :class:`numpy.random.Generator` and moves
+number on the host with NumPy's PCG64 `numpy.random.Generator` and moves
 the result with ``xp.asarray(..., device=...)`` to the namespace and device of
-the current policy (:func:`xpgrad.default_device`). So **one seed gives the same
+the current policy ([`xpgrad.default_device`][xpgrad.default_device]). So **one seed gives the same
 numbers on every backend**: NumPy, array-api-strict, PyTorch, JAX, Dask and CuPy
 all see identical values. Floating numbers are always drawn in float64 and then
 rounded to the target dtype, so a float32 draw is the float64 draw rounded
@@ -22,7 +22,7 @@ needed, the library's own generator is faster.
 Which generator a call uses:
 
 * a policy with a seed (``with xg.default_device(seed=0):``, or
-  ``xg.set_default_policy(seed=0)``) owns one :class:`Generator`, created once, on
+  ``xg.set_default_policy(seed=0)``) owns one [`Generator`][xpgrad.random.Generator], created once, on
   the first draw under it (or when a nested block that shares it is entered), and
   kept for the policy's lifetime; creation is thread-safe.
   A nested ``with`` that changes only the dtype shares its parent's generator (the
@@ -30,9 +30,9 @@ Which generator a call uses:
   fresh generator from the policy's seed.
 * a policy without a seed uses one process-wide generator seeded from OS entropy,
   shared by all threads (each draw holds a lock).
-* :func:`seed` re-seeds the generator of the current context: the policy's own
+* [`seed`][xpgrad.random.seed] re-seeds the generator of the current context: the policy's own
   generator when the current policy has a seed, else the process-wide one.
-* :class:`Generator` can also be used explicitly; its methods take the namespace,
+* [`Generator`][xpgrad.random.Generator] can also be used explicitly; its methods take the namespace,
   device and dtype from the current policy, and the numbers only from itself.
 
 Dtypes: floating outputs use ``dtype=`` if given, else the policy's float dtype,
@@ -168,7 +168,7 @@ class Generator:
 
     The numbers depend only on the seed and the calls made; the namespace, device
     and default dtype of each result come from the current policy
-    (:func:`xpgrad.default_device`) or from ``device=`` / ``dtype=``. Thread-safe:
+    ([`xpgrad.default_device`][xpgrad.default_device]) or from ``device=`` / ``dtype=``. Thread-safe:
     each draw holds the generator's lock.
 
     Args:
@@ -266,7 +266,7 @@ class Generator:
         return Tensor(bxp.take(x, idx.data, axis=axis))
 
     def _draw_float(self, draw: Callable[[np.random.Generator], Any], dtype: Any, device: Any, func: str) -> Tensor:
-        """A float64 host draw, on the policy's target with the float dtype of :func:`_float_name`."""
+        """A float64 host draw, on the policy's target with the float dtype of `_float_name`."""
         xp, dev = _target(device)
         return self._draw(draw, _float_name(xp, dev, dtype, func), xp, dev, func)
 
@@ -349,7 +349,7 @@ class Generator:
         For an int, the result is on the policy's namespace and device (``device=``
         overrides) with the default integer dtype. For an array or Tensor the result
         stays on its namespace and device (``device=`` is not allowed); a Tensor is
-        permuted with :func:`xpgrad.take`, so gradients flow through.
+        permuted with [`xpgrad.take`][xpgrad.ops.indexing.take], so gradients flow through.
 
         Examples:
             >>> import numpy as np, xpgrad as xg
@@ -556,7 +556,7 @@ _global: Generator | None = None
 
 
 def _process_generator() -> Generator:
-    """The process-wide generator of policies without a seed (OS entropy until :func:`seed`)."""
+    """The process-wide generator of policies without a seed (OS entropy until [`seed`][xpgrad.random.seed])."""
     global _global
     if _global is None:
         with _create_lock:
@@ -624,7 +624,7 @@ def seed(seed: int | None = None) -> None:
 def normal(
     shape: Shape = (), *, mean: float = 0.0, std: float = 1.0, dtype: Any = None, device: Any = None
 ) -> Tensor:
-    """Normal numbers from the current context's generator (see :class:`Generator`).
+    """Normal numbers from the current context's generator (see [`Generator`][xpgrad.random.Generator]).
 
     Generated on the host with NumPy's PCG64 in float64, rounded to the float dtype
     (``dtype=``, else the policy's, else the backend's default) and copied to the
@@ -710,7 +710,7 @@ def choice(
 ) -> Tensor:
     """Draw from ``range(a)`` or from a 1-D array's elements with the current context's generator.
 
-    Indices are drawn on the host (NumPy PCG64); see :meth:`Generator.choice`.
+    Indices are drawn on the host (NumPy PCG64); see [`Generator.choice`][xpgrad.random.Generator.choice].
 
     Examples:
         >>> import xpgrad as xg

@@ -9,7 +9,7 @@ primitive: its forward uses the backend's own implementation where one exists
 ``import xpgrad``) and a pure array-API one otherwise (array-api-strict), and its VJP and JVP rules
 are written against the namespace like every other rule, so gradients of any
 order work. The pointwise functions (``erf`` ... ``rel_entr``) are entries of the
-operation registry (:mod:`xpgrad.ops._registry`, chapter ``special``, names
+operation registry (`xpgrad.ops._registry`, chapter ``special``, names
 ``special.<name>``) declared by their derivative, from which their rules, batching
 rules, rule tests and fuzz ops are derived; ``polygamma`` (an int first) and the
 reductions are written by hand. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
@@ -696,7 +696,7 @@ def expit(x: Any, /) -> Tensor:
               test=Inputs(domain=(0.05, 0.95), complex=False),
               fuzz="{N}.special.logit(0.05 + 0.9 * {N}.special.expit({a}))")
 def logit(x: Any, /) -> Tensor:
-    """The inverse of :func:`expit`: ``log(x / (1 - x))``.
+    """The inverse of [`expit`][xpgrad.special.expit]: ``log(x / (1 - x))``.
 
     Examples:
         >>> import xpgrad as xg
@@ -708,7 +708,7 @@ def logit(x: Any, /) -> Tensor:
 @op.pointwise(d=lambda xp, x: _call(xp, _digamma, x), fwd=_native_or_pure("gammaln", _gammaln_pure),
               test=Inputs(domain=(0.2, 6.0), complex=False), fuzz="{N}.special.gammaln(0.5 + {a} * {a})")
 def gammaln(x: Any, /) -> Tensor:
-    """``log(|Gamma(x)|)``; its derivative is :func:`digamma`.
+    """``log(|Gamma(x)|)``; its derivative is [`digamma`][xpgrad.special.digamma].
 
     Examples:
         >>> import xpgrad as xg
@@ -720,7 +720,7 @@ def gammaln(x: Any, /) -> Tensor:
 @op.pointwise(d=lambda xp, x: _call(xp, _polygamma, x, n=1), fwd=_native_or_pure("digamma", _psi_pure),
               test=Inputs(domain=(0.3, 6.0), complex=False, rtol=1e-4), fuzz="{N}.special.digamma(0.5 + {a} * {a})")
 def digamma(x: Any, /) -> Tensor:
-    """The digamma function ``d/dx log(Gamma(x))`` (also :func:`psi`).
+    """The digamma function ``d/dx log(Gamma(x))`` (also [`psi`][xpgrad.special.digamma]).
 
     Examples:
         >>> import xpgrad as xg
@@ -734,7 +734,7 @@ psi = digamma  # SciPy's name, the one its array-API path looks up
 
 
 def polygamma(n: int, x: Any, /) -> Tensor:
-    """The ``n``-th derivative of :func:`digamma` (``n`` a non-negative Python int).
+    """The ``n``-th derivative of [`digamma`][xpgrad.special.digamma] (``n`` a non-negative Python int).
 
     Examples:
         >>> import xpgrad as xg

@@ -77,7 +77,7 @@ def check_grads(
     the VJP (reverse mode), ``"fwd"`` the JVP (forward mode). With ``order=2`` the
     VJP (JVP) itself is checked the same way, in the same mode, which exercises every
     rule's second derivative. A primitive without a rule for a mode fails loudly
-    (:class:`~xpgrad.NonDifferentiableError`), it is never skipped.
+    ([`NonDifferentiableError`][xpgrad.NonDifferentiableError]), it is never skipped.
 
     Raises:
         AssertionError: a gradient disagrees; the message names the argument and order.

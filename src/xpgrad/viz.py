@@ -1,14 +1,14 @@
 """Pictures of the recorded graph and of jitted programs: Graphviz DOT text, and SVG/PNG files through Graphviz.
 
-:func:`to_dot` walks the tape backwards from a Tensor, the same way ``backward()``
+[`to_dot`][xpgrad.viz.to_dot] walks the tape backwards from a Tensor, the same way ``backward()``
 does (through each node's parents), and writes one DOT node per recorded primitive,
 labelled with its name and its output's shape and dtype. It needs nothing beyond
-xpgrad. :func:`render` hands that text to the Graphviz ``dot`` program through the
+xpgrad. [`render`][xpgrad.viz.render] hands that text to the Graphviz ``dot`` program through the
 ``graphviz`` Python package (``pip install "xpgrad[viz]"`` plus Graphviz itself);
 importing this module does not import ``graphviz``.
 
-:func:`draw_program` does the same for a :class:`~xpgrad._jit.Program`, the straight-line
-program that :func:`xpgrad.jit` traces (``f.trace(*args)``): one node per backend call,
+[`draw_program`][xpgrad.viz.draw_program] does the same for a [`Program`][xpgrad._jit.Program], the straight-line
+program that [`xpgrad.jit`][xpgrad.jit] traces (``f.trace(*args)``): one node per backend call,
 edges from the values it reads, in-place updates marked. ``render`` draws either.
 
 The graph keeps its structure after ``backward()`` (only the saved values are
@@ -100,7 +100,7 @@ def to_dot(
         rankdir: Graphviz's ``rankdir`` (``"TB"``, ``"LR"``, ...).
 
     Returns:
-        The DOT source, ready for ``dot -Tsvg`` or :func:`render`.
+        The DOT source, ready for ``dot -Tsvg`` or [`render`][xpgrad.viz.render].
 
     Raises:
         XpgradTypeError: ``tensor`` is not a Tensor (nor a sequence of them).
@@ -204,10 +204,10 @@ def to_dot(
 
 def draw_program(program: Program, *, show_constants: bool = True, graph_name: str | None = None,
                  rankdir: str = "TB") -> str:
-    """A jitted :class:`~xpgrad._jit.Program` as Graphviz DOT text.
+    """A jitted [`Program`][xpgrad._jit.Program] as Graphviz DOT text.
 
     Data flows from the program's inputs (top) to its outputs (bottom), as in
-    :func:`to_dot`. Each backend call is a rounded box with its name (``numpy.matmul``)
+    [`to_dot`][xpgrad.viz.to_dot]. Each backend call is a rounded box with its name (``numpy.matmul``)
     and, for each result, the value's name in the listing (``print(program)``) with its
     shape and dtype; a result written into a dead buffer says so (``into v10``). A call
     that updates a value in place (``p -= q`` of an optimizer step) is an orange dashed
@@ -225,7 +225,7 @@ def draw_program(program: Program, *, show_constants: bool = True, graph_name: s
         rankdir: Graphviz's ``rankdir`` (``"TB"``, ``"LR"``, ...).
 
     Returns:
-        The DOT source, ready for ``dot -Tsvg`` or :func:`render`.
+        The DOT source, ready for ``dot -Tsvg`` or [`render`][xpgrad.viz.render].
 
     Raises:
         XpgradTypeError: ``program`` is not a Program.
@@ -399,14 +399,14 @@ def render(tensor: Tensor | Sequence[Tensor] | Program, path: str | Path, *, for
     Graphviz ``dot`` program on ``PATH``.
 
     Args:
-        tensor: the output (or a sequence of outputs), as for :func:`to_dot`; or a
-            :class:`~xpgrad._jit.Program` (``xg.jit(f).trace(*args)``), as for :func:`draw_program`.
+        tensor: the output (or a sequence of outputs), as for [`to_dot`][xpgrad.viz.to_dot]; or a
+            [`Program`][xpgrad._jit.Program] (``xg.jit(f).trace(*args)``), as for [`draw_program`][xpgrad.viz.draw_program].
         path: the file to write.
         format: ``"svg"``, ``"png"`` or ``"pdf"``; None takes it from ``path``'s suffix.
-        **options: passed to :func:`to_dot` (``show_saved``, ``params``, ...) or :func:`draw_program`.
+        **options: passed to [`to_dot`][xpgrad.viz.to_dot] (``show_saved``, ``params``, ...) or [`draw_program`][xpgrad.viz.draw_program].
 
     Returns:
-        ``path``, as a :class:`~pathlib.Path`.
+        ``path``, as a `Path`.
 
     Raises:
         BackendNotInstalledError: the ``graphviz`` package or the ``dot`` program is

@@ -1,8 +1,8 @@
 """Batching rules of the creation functions that take arrays: ``meshgrid``.
 
 (``tril``/``triu`` act on the last two axes: their rule is with the matrix functions in
-:mod:`.elementwise`. The ``*_like`` functions build their result from the physical value
-directly, in :mod:`xpgrad.ops.creation`.)
+`elementwise`. The ``*_like`` functions build their result from the physical value
+directly, in [`xpgrad.ops.creation`][xpgrad.ops.creation].)
 """
 
 from __future__ import annotations

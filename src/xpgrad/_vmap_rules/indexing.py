@@ -181,7 +181,7 @@ def _to_example_order(K: int, lay: _Layout, ndim: int) -> Any:
 
 
 def _from_example_order(K: int, lay: _Layout, ndim: int) -> Any:
-    """The inverse of :func:`_to_example_order` (for a value assigned through the key)."""
+    """The inverse of `_to_example_order` (for a value assigned through the key)."""
     if not lay.adjacent or lay.nb == 0:
         return None
     A, nb = lay.A, lay.nb

@@ -1,7 +1,7 @@
 """Batching rules of the linear algebra primitives (``matmul``, ``vecdot``, ``tensordot``, ``xg.linalg``).
 
 The matrix functions of one stack argument (``inv``, ``det``, ``svd``...) batch as
-stacks: see :mod:`xpgrad._vmap_rules.elementwise`. The functions of two stacks
+stacks: see `xpgrad._vmap_rules.elementwise`. The functions of two stacks
 (``solve``, ``cross``) get every argument at the same physical rank (the batch axes,
 then the example's stack axes padded with size 1), so that the backend broadcasts
 the stacks as it would the examples' and never reads an argument's stack axes as

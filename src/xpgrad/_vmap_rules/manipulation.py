@@ -3,7 +3,7 @@
 Functions of the flattened example (``roll``, ``concat`` and ``repeat`` with ``axis=None``)
 flatten each example instead: the physical value becomes ``(batch..., -1)`` and the
 function acts along axis ``K``. Joins (``concat``, ``stack``) need every argument with
-full-size batch axes (:func:`._util.full`); functions that broadcast (``tile``,
+full-size batch axes (`_util.full`); functions that broadcast (``tile``,
 ``broadcast_arrays``, ``meshgrid``) pad the example's axes as their unbatched call would.
 """
 

@@ -1,7 +1,7 @@
 """Batching rules of the nn primitives.
 
 ``nn.relu`` and ``nn.binary_cross_entropy`` are pointwise (see
-:mod:`xpgrad._vmap_rules.elementwise`). ``nn.softmax_cross_entropy`` (the fused
+`xpgrad._vmap_rules.elementwise`). ``nn.softmax_cross_entropy`` (the fused
 ``cross_entropy`` of class indices) reduces: its ``"sum"`` and ``"mean"`` run over the
 example's axes only, never the batch axes, so the rule computes the per-position loss
 (``reduction="none"``) on the whole batch and reduces each example on its own.

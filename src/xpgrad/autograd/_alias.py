@@ -5,7 +5,7 @@ so the version counter (``Tensor._version``) is shared exactly between Tensors w
 arrays alias. Which results are views depends on the library, not on the function:
 ``flip`` is a view on NumPy and a copy on PyTorch, ``real`` of a real array is the
 array itself on both, a boolean-mask selection is always a copy. So the primitives that
-*may* return a view of an argument (``Primitive(view=True)``) ask :func:`may_alias`
+*may* return a view of an argument (``Primitive(view=True)``) ask `may_alias`
 about the result they got.
 
 Per library:

@@ -1,11 +1,11 @@
 """Anomaly mode: find the operation that produced a NaN, like PyTorch's ``detect_anomaly``.
 
-While :class:`detect_anomaly` is on (context-local, a ``ContextVar`` like grad
+While [`detect_anomaly`][xpgrad.autograd.detect_anomaly] is on (context-local, a ``ContextVar`` like grad
 mode), every recorded node keeps the user-code stack where it was created
 (xpgrad's own frames left out), and with ``check_nan`` (the default):
 
 - a primitive whose forward output holds a NaN that none of its inputs held raises
-  :class:`~xpgrad.AnomalyError` at once;
+  [`AnomalyError`][xpgrad.AnomalyError] at once;
 - in backward, a rule whose gradient holds a NaN that neither the upstream gradient
   nor the values the rule read held raises, naming the primitive, the argument and
   where the op was created;
@@ -13,7 +13,7 @@ mode), every recorded node keeps the user-code stack where it was created
 
 The check is ``bool(xp.any(xp.isnan(v)))`` on every floating result, so on a lazy
 backend (Dask) anomaly mode computes every intermediate. When no block is open
-anywhere in the process, the hot path pays one int test (:data:`depth`).
+anywhere in the process, the hot path pays one int test (`depth`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class detect_anomaly:  # noqa: N801 - context manager used like a function, as i
     inside keeps the user-code stack where it was created. With ``check_nan``
     (default True), a NaN appearing in a primitive's forward output, in a gradient
     returned by a rule during a backward run inside the block, or in a forward-mode
-    tangent raises :class:`~xpgrad.AnomalyError` naming the primitive, the phase,
+    tangent raises [`AnomalyError`][xpgrad.AnomalyError] naming the primitive, the phase,
     the argument, and that stack. A NaN already present in an op's inputs (or in
     its upstream gradient) is passed along without error: only the op that creates
     it is blamed.

@@ -1,6 +1,6 @@
-"""Batched values: what :func:`xpgrad.vmap` hands the function it maps.
+"""Batched values: what [`xpgrad.vmap`][xpgrad.vmap] hands the function it maps.
 
-A :class:`Batched` is a Tensor as the mapped function sees it: one example of a
+A `Batched` is a Tensor as the mapped function sees it: one example of a
 batch, with the example's (*logical*) shape. It holds a plain Tensor, its *physical*
 value, whose leading axes are the batch axes: one per vmap *level* open around it,
 outermost first, then the logical axes. A value that does not vary along a level
@@ -8,7 +8,7 @@ has a batch axis of size 1 there (it broadcasts), so closing over an unbatched v
 costs nothing.
 
 Every primitive applied to a Batched argument goes through its *batching rule*
-(:data:`RULES`, filled by :mod:`xpgrad._vmap_rules`): the rule receives the physical
+(`RULES`, filled by `xpgrad._vmap_rules`): the rule receives the physical
 arguments, all lifted to the same number ``K`` of batch axes, calls primitives on
 them (recorded on the tape as usual, so ``grad`` of ``vmap`` differentiates the
 physical program) and returns the physical output, whose leading ``K`` axes are the
@@ -132,7 +132,7 @@ class use_stack:  # noqa: N801 - used like a function
 class ConcretizationError(_ConcretizationError):
     """A batched value inside vmap was converted to a Python value (it has none).
 
-    A :class:`xpgrad.ConcretizationError`, as jit's: code that catches one catches both.
+    A [`xpgrad.ConcretizationError`][xpgrad.ConcretizationError], as jit's: code that catches one catches both.
     """
 
 
@@ -147,7 +147,7 @@ def _concrete(what: str) -> XpgradTypeError:
 
 
 class Batched(Tensor):
-    """One example of a batch inside :func:`xpgrad.vmap` (see the module docstring).
+    """One example of a batch inside [`xpgrad.vmap`][xpgrad.vmap] (see the module docstring).
 
     Its ``shape`` is the example's; ``data`` and conversions to Python values raise,
     since a batched value has no single backend array or number.

@@ -1,21 +1,21 @@
 """Primitives and the recording step.
 
-A :class:`Primitive` is a table entry: a name, a forward ``fwd(xp, *arrays, **kw)``
+A [`Primitive`][xpgrad.autograd.Primitive] is a table entry: a name, a forward ``fwd(xp, *arrays, **kw)``
 written against a namespace, and one VJP rule ``vjp(xp, g, ans, *args, **kw)`` per
-positional argument. :func:`apply` is the per-op hot path: unwrap Tensors, resolve
+positional argument. [`apply`][xpgrad.autograd.apply] is the per-op hot path: unwrap Tensors, resolve
 the backend namespace (cached by types), run the forward on raw arrays, and when
-any input requires grad in grad mode, record a :class:`Node` that keeps only what
-the rules declared they need. Two paths do this: the general :func:`apply` /
-:func:`_record` (any number of arguments, several outputs, views) and the fast path
-:func:`apply2` / :func:`_record12` for one or two arguments of a one-output primitive
-that makes no view (most ops of a training step; :func:`apply1` is ``apply2`` for one
-argument). Both make their Node with :func:`_new_node`, the one place that says
+any input requires grad in grad mode, record a [`Node`][xpgrad.autograd.Node] that keeps only what
+the rules declared they need. Two paths do this: the general [`apply`][xpgrad.autograd.apply] /
+`_record` (any number of arguments, several outputs, views) and the fast path
+`apply2` / `_record12` for one or two arguments of a one-output primitive
+that makes no view (most ops of a training step; `apply1` is ``apply2`` for one
+argument). Both make their Node with `_new_node`, the one place that says
 what a node holds.
 
 Forward mode lives here too. Each ``jvp`` opens a *level* (an ever-increasing
-int, kept in the context-local tuple :data:`FWD_LEVELS`); a Tensor carries its
+int, kept in the context-local tuple `FWD_LEVELS`); a Tensor carries its
 tangents in ``_fw``, a dict level -> tangent. When an input carries a tangent of an
-active level, :func:`apply` adds the output's tangent for that level: the sum of
+active level, [`apply`][xpgrad.autograd.apply] adds the output's tangent for that level: the sum of
 the primitive's JVP rules over the inputs that carry one. Levels are processed
 from the outermost in; the rules of level ``L`` run with only the levels outside
 ``L`` active, so a level-``L`` tangent carries only outer tangents (no
@@ -146,7 +146,7 @@ class Primitive:
             everywhere (``floor``, ``sign``); the output is treated as a constant.
         view: the output may share memory with an argument on some library (reshape,
             slicing, ``flip`` on NumPy, ``real`` of a real array): the library is asked
-            (:func:`~xpgrad.autograd._alias.may_alias`), and an output that does shares
+            (`may_alias`), and an output that does shares
             that argument's version counter and remembers it as its base.
         multi: the forward returns a tuple of arrays (``eigh``, ``unstack``).
         check_dtype: the output dtype may be integer or boolean for some inputs or
@@ -268,7 +268,7 @@ class Primitive:
 
 
 def primitive(name: str, fwd: Callable[..., Any], **opts: Any) -> Primitive:
-    """Create and register a primitive (see :class:`Primitive`)."""
+    """Create and register a primitive (see [`Primitive`][xpgrad.autograd.Primitive])."""
     if name in PRIMITIVES:
         msg = f"primitive: a primitive named {name!r} is already registered"
         raise ValueError(msg)
@@ -299,7 +299,7 @@ class Node:
 
     ``parents[i]`` is None (no gradient wanted), a leaf Tensor (accumulate into its
     ``.grad``) or the Node that produced argument i (output ``pidx[i]``). Made only
-    by :func:`_new_node`, the one place that says what a node holds.
+    by `_new_node`, the one place that says what a node holds.
     """
 
     __slots__ = (
@@ -432,7 +432,7 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """Run ``prim`` on ``args`` (Tensors, backend arrays, Python scalars); record if needed.
 
     The general path: any number of arguments, several outputs, views. One or two
-    arguments of a ``fast`` primitive take :func:`apply2` (most ops of a training step).
+    arguments of a ``fast`` primitive take `apply2` (most ops of a training step).
     """
     if prim.fast:
         n = len(args)
@@ -484,7 +484,7 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
 
 
 def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for one argument (``apply(prim, (a,), kw)`` without the tuple)."""
+    """[`apply`][xpgrad.autograd.apply] for one argument (``apply(prim, (a,), kw)`` without the tuple)."""
     return apply2(prim, a, _NOARG, kw)
 
 
@@ -546,8 +546,8 @@ def _foreign_numpy_scalar(t: Any, d: Any, other: Any) -> Any:
 
 
 def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
-    """:func:`apply` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
-    (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to :func:`apply`."""
+    """[`apply`][xpgrad.autograd.apply] for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
+    (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to [`apply`][xpgrad.autograd.apply]."""
     one = b is _NOARG
     if not prim.fast:
         return apply(prim, (a,) if one else (a, b), kw)
@@ -687,7 +687,7 @@ def _meta(d: Any) -> ArgMeta:
 
 def _record12(prim: Primitive, xp: ModuleType, a: Any, b: Any, da: Any, db: Any, kw: dict[str, Any],
              out: Any) -> Any:
-    """:func:`_record` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast``
+    """`_record` for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG``, of a ``fast``
     primitive, at least one requiring grad; unrolled (no loop, no lists)."""
     checks: tuple[Any, ...] = ()
     # argument 0
@@ -798,7 +798,7 @@ def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
 # ---------------------------------------------------------------------- forward mode
 def _forward(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any],
              kw: dict[str, Any], out: Any, res: Any) -> None:
-    """The rest of :func:`apply` with forward levels open: attach the outputs' tangents."""
+    """The rest of [`apply`][xpgrad.autograd.apply] with forward levels open: attach the outputs' tangents."""
     active = FWD_LEVELS.get()
     present: set[int] = set()
     for a in args:

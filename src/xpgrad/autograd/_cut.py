@@ -6,9 +6,9 @@ transform runs, so that a gradient that would silently be zero raises instead.
 carries no gradient. That is fine for logging (``print(float(loss)); return loss``
 still has the right gradient, as in PyTorch), and a silent wrong answer when the
 differentiated function's result was computed from it (``return math.exp(x)`` would get
-a zero gradient). So each transform of :mod:`xpgrad.functional` opens a *window* (a
-context-local :class:`Window`), the conversion methods of a traced Tensor (one that
-requires grad or carries a forward-mode tangent) append a :class:`Cut` to it, and the
+a zero gradient). So each transform of [`xpgrad.functional`][xpgrad.functional] opens a *window* (a
+context-local `Window`), the conversion methods of a traced Tensor (one that
+requires grad or carries a forward-mode tangent) append a `Cut` to it, and the
 transform checks its cuts only where a gradient came out structurally zero:
 
 - reverse mode (``grad``, ``vjp``): an input whose gradient is None (no path from the
@@ -16,14 +16,14 @@ transform checks its cuts only where a gradient came out structurally zero:
 - forward mode (``jvp``): an output without a tangent of the transform's level while a
   cut value carries that level's tangent.
 
-Then it raises :class:`~xpgrad.CutGraphError`, naming the conversion, the value's
+Then it raises [`CutGraphError`][xpgrad.CutGraphError], naming the conversion, the value's
 shape and dtype and the line of code (captured when the conversion happens, as a few
 ``(code, line)`` pairs; the text is read only for the message). A function that is
 constant in its input and converts nothing still gets zeros, as in JAX.
 
 Cost: a conversion of a Tensor that is not traced pays two attribute loads; a traced
 one outside any transform (``float(loss)`` in a training loop) adds one ContextVar
-get. The operations' hot path (:func:`~xpgrad.autograd._core.apply`) is untouched.
+get. The operations' hot path ([`apply`][xpgrad.autograd.apply]) is untouched.
 
 Windows nest: an inner transform's window appends to its outer window's list, so a
 conversion inside ``grad(grad(f))`` is seen by both, and each checks it against its own
@@ -130,7 +130,7 @@ WINDOW: contextvars.ContextVar[Window | None] = contextvars.ContextVar("xpgrad_c
 
 
 def open_window(name: str) -> Window:
-    """Start noting conversions for transform ``name``; pair with :func:`close`."""
+    """Start noting conversions for transform ``name``; pair with `close`."""
     outer = WINDOW.get()
     w = Window(name, [] if outer is None else outer.rec)
     w.token = WINDOW.set(w)
@@ -148,7 +148,7 @@ def close(w: Window) -> None:
 
 
 def note(t: Any, what: str) -> None:
-    """Note a conversion of traced Tensor ``t`` (kind ``what``, a key of :data:`WHAT`) when a
+    """Note a conversion of traced Tensor ``t`` (kind ``what``, a key of `WHAT`) when a
     transform is running. Called by the Tensor's conversion methods only for traced Tensors."""
     w = WINDOW.get()
     if w is None:

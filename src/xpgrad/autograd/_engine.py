@@ -7,16 +7,16 @@ node has used them; saved values are freed after use unless ``retain_graph``.
 A ``None`` gradient is a symbolic zero: it is never materialized. Gradient
 buffers that the pass allocated itself and that no one else has seen are summed
 into in place, and handed to the next rule to overwrite (``ops._common.scale``),
-so an elementwise chain needs no new buffer per step (see :class:`_Pass`).
+so an elementwise chain needs no new buffer per step (see `_Pass`).
 
 First order calls each rule with the node's backend namespace and raw arrays;
 ``create_graph=True`` calls the same rule with the ``xpgrad`` namespace and
 Tensors, so the backward pass is itself recorded. The engine gets that namespace
 from the package (``_grad_mode.graph_namespace``); it never imports it.
 
-Reading order: :func:`_pass` is the core (seed the roots, order the nodes, walk,
-deliver); the steps before the walk, the two walks (:func:`_walk_plain`, the hot
-path, and :func:`_walk_checked`), the steps of one node, buffer ownership, hooks
+Reading order: `_pass` is the core (seed the roots, order the nodes, walk,
+deliver); the steps before the walk, the two walks (`_walk_plain`, the hot
+path, and `_walk_checked`), the steps of one node, buffer ownership, hooks
 and delivery follow, each under its own heading.
 """
 
@@ -219,16 +219,16 @@ def _pass(
     targets: Sequence[Tensor] | None,
     accumulate: bool = False,
 ) -> list[Any] | None:
-    """One backward pass (see :func:`_run`): seed the roots, order the nodes, walk them,
+    """One backward pass (see `_run`): seed the roots, order the nodes, walk them,
     hand out the gradients.
 
     The walk visits each node after all of its consumers and does, per node: take its
-    gradient (:func:`_receive` when it has hooks, several outputs or is a target), skip
-    it when nothing needs it, check what its rules read (:func:`_rule_inputs`: freed?
+    gradient (`_receive` when it has hooks, several outputs or is a target), skip
+    it when nothing needs it, check what its rules read (`_rule_inputs`: freed?
     modified in place?), run each argument's rule and send the result to that argument's
-    producer or leaf (:func:`_send`), free what the node saved (:func:`_release`).
-    Two walks, chosen once per pass: :func:`_walk_plain` (first order, with buffer
-    donation) and :func:`_walk_checked` (``create_graph`` or anomaly detection).
+    producer or leaf (`_send`), free what the node saved (`_release`).
+    Two walks, chosen once per pass: `_walk_plain` (first order, with buffer
+    donation) and `_walk_checked` (``create_graph`` or anomaly detection).
     """
     seeds = GRAD_SLOT.seeds  # the ones made by _seed for this pass (see _core.GRAD_SLOT)
     GRAD_SLOT.seeds = []
@@ -266,7 +266,7 @@ class _Pass:
     Not at all under ``create_graph`` (Tensors) or anomaly detection (which compares the
     gradient before and after the rule). ``borrowed``: ``GRAD_SLOT.s[3]``.
 
-    ``xp``: the namespace the rules run on under ``create_graph`` (:func:`graph_namespace`).
+    ``xp``: the namespace the rules run on under ``create_graph`` (`graph_namespace`).
     """
 
     __slots__ = ("add", "borrowed", "capture", "check_nan", "create_graph", "gbuf", "leaf_grads", "leaves",
@@ -356,12 +356,12 @@ def _lend_units(st: _Pass, grads: Sequence[Any], seeds: list[Any]) -> None:
 
 def _walk_plain(st: _Pass, order: list[Node]) -> None:
     """The first-order walk: raw arrays on each node's own namespace, buffers owned and
-    donated (see :class:`_Pass`).
+    donated (see `_Pass`).
 
-    The hot path of every training step: the same steps as :func:`_walk_checked`, with
-    the per-edge ones inlined (:func:`_call_rule`, a rule of one or two arguments called
-    without unpacking; :func:`_send`, but to a multi-output node; :func:`_release`). The rare
-    steps (hooks, multi-output nodes, captured targets) are one call, :func:`_receive`.
+    The hot path of every training step: the same steps as `_walk_checked`, with
+    the per-edge ones inlined (`_call_rule`, a rule of one or two arguments called
+    without unpacking; `_send`, but to a multi-output node; `_release`). The rare
+    steps (hooks, multi-output nodes, captured targets) are one call, `_receive`.
     """
     gbuf = st.gbuf
     pop = gbuf.pop
@@ -530,7 +530,7 @@ def _wanted(st: _Pass, x: Any) -> bool:
 def _rule_inputs(st: _Pass, node: Node) -> tuple[Any, Sequence[Any], Any]:
     """What the node's rules read: the namespace, the saved arguments (or their ArgMeta)
     and the output. Raises when they were freed by an earlier pass or modified in place
-    since. Under ``create_graph``: the graph namespace and Tensors (:func:`_saved_tensors`)."""
+    since. Under ``create_graph``: the graph namespace and Tensors (`_saved_tensors`)."""
     if node.saved is None:
         _raise_freed(node)
     _check_versions(node)

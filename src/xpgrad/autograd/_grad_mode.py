@@ -4,7 +4,7 @@
 and decorators; each restores the previous mode through its token, also when the
 block raises. A new thread starts with recording enabled.
 
-Also the namespace that recorded rules run on (:func:`graph_namespace`): the ``xpgrad``
+Also the namespace that recorded rules run on (`graph_namespace`): the ``xpgrad``
 package hands itself down once, as it is imported.
 """
 
@@ -133,7 +133,7 @@ def set_graph_namespace(ns: ModuleType) -> None:
 
 
 def graph_namespace() -> ModuleType:
-    """The namespace the rules run on under ``create_graph`` (see :func:`set_graph_namespace`)."""
+    """The namespace the rules run on under ``create_graph`` (see `set_graph_namespace`)."""
     if _GRAPH_NS is None:
         msg = "xpgrad's autograd core is used before the xpgrad package registered its namespace"
         raise XpgradRuntimeError(msg)

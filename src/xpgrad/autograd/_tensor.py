@@ -2,7 +2,7 @@
 
 A Tensor does not subclass any library's array; its ``__array_namespace__`` is
 the ``xpgrad`` module, so array-API code handed a Tensor records gradients.
-Operators dispatch to the primitives registered in :data:`PRIMITIVES`.
+Operators dispatch to the primitives registered in `PRIMITIVES`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _unwrap_key(key: Any) -> Any:
 class Tensor:
     """An array of any array API library, with gradient tracking.
 
-    Create one with :func:`xpgrad.asarray` / :func:`xpgrad.tensor`, or
+    Create one with [`xpgrad.asarray`][xpgrad.ops.creation.asarray] / [`xpgrad.tensor`][xpgrad.ops.creation.tensor], or
     ``Tensor(backend_array, requires_grad=...)``.
 
     Attributes:
@@ -193,7 +193,7 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         """Whether gradients flow to this tensor. Assigning it checks what
-        :meth:`requires_grad_` checks (a floating dtype; leaves only when turning it off).
+        [`requires_grad_`][xpgrad.autograd.Tensor.requires_grad_] checks (a floating dtype; leaves only when turning it off).
 
         Examples:
             >>> import xpgrad as xg
@@ -230,7 +230,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """A tensor sharing the data (and version counter) with no gradient history.
 
-        Forward-mode tangents are dropped too (as :func:`xpgrad.stop_gradient` does).
+        Forward-mode tangents are dropped too (as [`xpgrad.stop_gradient`][xpgrad.functional.stop_gradient] does).
 
         Examples:
             >>> import xpgrad as xg
@@ -320,7 +320,7 @@ class Tensor:
 
         Refused for a Tensor that requires grad (``detach()`` it first): the array would
         carry no gradient. Inside a transform (``grad``, ``jvp``...) that is a
-        :class:`~xpgrad.CutGraphError` naming the value.
+        [`CutGraphError`][xpgrad.CutGraphError] naming the value.
 
         Examples:
             >>> import xpgrad as xg
@@ -927,7 +927,7 @@ def _precheck_update(name: str, before: Any, other: Any) -> None:
     """Refuse an update whose result would have another shape or kind (from the operands).
 
     Called where the backend refused the update itself (its own message names neither the
-    operator nor the rule) or gave a result of another shape or dtype (:func:`_check_update`),
+    operator nor the rule) or gave a result of another shape or dtype (`_check_update`),
     so that every backend says the same; never on the way of an update that works.
 
     The kind of the result is the larger of the two operands' kinds (bool < integer < real
@@ -972,7 +972,7 @@ def _check_update(name: str, before: Any, after: Any, other: Any, exact: bool = 
 
     ``exact``: the dtype must be the same (the backend did the update itself); otherwise
     only the kind must (a recorded float32 += float64 casts back, as PyTorch and NumPy do).
-    The message is :func:`_precheck_update`'s, from the operands, where it can tell.
+    The message is `_precheck_update`'s, from the operands, where it can tell.
     """
     op = _INPLACE_NAMES[name]
     shape_changed = tuple(after.shape) != tuple(before.shape)
@@ -1148,7 +1148,7 @@ set_tensor_type(Tensor)  # (_dispatch, a lower layer, unwraps Tensors)
 
 # ---------------------------------------------------------------------- copying and pickling
 def _rebuild(cls: type[Tensor], data: Any, requires_grad: bool) -> Tensor:
-    """A leaf of class ``cls`` from pickled data (the reconstructor of :meth:`Tensor.__reduce_ex__`)."""
+    """A leaf of class ``cls`` from pickled data (the reconstructor of `Tensor.__reduce_ex__`)."""
     t = _leaf(cls, data, [0])
     if requires_grad:
         t.requires_grad_(True)

@@ -1,8 +1,8 @@
 """Neural-network building blocks, PyTorch style: ``Module``, ``Parameter``, layers, losses.
 
-Layers create their parameters on the current policy (:func:`xpgrad.default_device`):
+Layers create their parameters on the current policy ([`xpgrad.default_device`][xpgrad.default_device]):
 its namespace, device and dtype (float32 when the policy names none, as PyTorch
-does), initialized from :mod:`xpgrad.random`. Everything is composed of xpgrad's
+does), initialized from [`xpgrad.random`][xpgrad.random]. Everything is composed of xpgrad's
 namespace functions, so models run and differentiate on every backend.
 """
 

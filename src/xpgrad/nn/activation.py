@@ -1,4 +1,4 @@
-"""Activation modules: thin wrappers over :mod:`xpgrad.nn.functional`."""
+"""Activation modules: thin wrappers over [`xpgrad.nn.functional`][xpgrad.nn.functional]."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", 
 
 
 class ReLU(Module):
-    """``max(x, 0)`` (see :func:`xpgrad.nn.functional.relu`)."""
+    """``max(x, 0)`` (see [`xpgrad.nn.functional.relu`][xpgrad.nn.functional.relu])."""
 
     def forward(self, input: Any) -> Tensor:
         return F.relu(input)

@@ -25,7 +25,7 @@ class MultiheadAttention(Module):
     with ``add_bias_kv``; xavier-uniform projections, zero biases. Inputs are
     ``(L, N, E)`` (``(N, L, E)`` with ``batch_first``) or unbatched ``(L, E)``.
     ``forward`` returns ``(output, weights)``; see
-    :func:`xpgrad.nn.functional.multi_head_attention_forward` for the masks.
+    [`xpgrad.nn.functional.multi_head_attention_forward`][xpgrad.nn.functional.multi_head_attention_forward] for the masks.
 
     Examples:
         >>> import xpgrad as xg

@@ -292,7 +292,7 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, .
            padding: str | int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1) -> Tensor:
     """1-D cross-correlation of ``(N, C_in, L)`` (or ``(C_in, L)``) with ``(C_out, C_in/groups, k)``.
 
-    The arguments are those of :func:`conv2d` for one spatial axis (and of
+    The arguments are those of [`conv2d`][xpgrad.nn.functional.conv2d] for one spatial axis (and of
     ``torch.nn.functional.conv1d``).
 
     Examples:
@@ -333,7 +333,7 @@ def _stuff(x: Any, stride: tuple[int, ...]) -> Any:
 def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, ...] = 1,
                      padding: int | tuple[int, ...] = 0, output_padding: int | tuple[int, ...] = 0,
                      groups: int = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
-    """2-D transposed convolution (the gradient of :func:`conv2d` with respect to its input).
+    """2-D transposed convolution (the gradient of [`conv2d`][xpgrad.nn.functional.conv2d] with respect to its input).
 
     ``weight`` has shape ``(C_in, C_out/groups, kh, kw)``; the output size is
     ``(H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.

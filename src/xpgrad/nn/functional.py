@@ -46,7 +46,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 # ---------------------------------------------------------------------- helpers
 def _data(x: Any) -> Any:
-    """The backend array of ``x``, to compute on (never a batched value: see :func:`_raw`)."""
+    """The backend array of ``x``, to compute on (never a batched value: see `_raw`)."""
     return x.data if isinstance(x, Tensor) else x
 
 
@@ -177,7 +177,7 @@ def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Tensor:
 def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity unless training.
 
-    The mask comes from :mod:`xpgrad.random`, so the policy's seed makes it reproducible.
+    The mask comes from [`xpgrad.random`][xpgrad.random], so the policy's seed makes it reproducible.
 
     Examples:
         >>> import xpgrad as xg
@@ -343,7 +343,7 @@ def elu(input: Any, alpha: float = 1.0) -> Tensor:
 
 
 def sigmoid(input: Any) -> Tensor:
-    """The logistic function ``1 / (1 + exp(-x))``, without overflow for any ``x`` (:func:`xpgrad.special.expit`).
+    """The logistic function ``1 / (1 + exp(-x))``, without overflow for any ``x`` ([`xpgrad.special.expit`][xpgrad.special.expit]).
 
     One node whose derivative is ``s * (1 - s)`` everywhere (1/4 at 0).
 
@@ -813,7 +813,7 @@ def _check_block(block: Any, n: int, ignore_index: int | None, func: str) -> Any
 
 
 def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any) -> Any:
-    """``t``, once checked: :class:`~xpgrad.XpgradIndexError` for a value outside ``[0, n)`` that is not ``ignore_index``.
+    """``t``, once checked: [`XpgradIndexError`][xpgrad.XpgradIndexError] for a value outside ``[0, n)`` that is not ``ignore_index``.
 
     Class labels of ``cross_entropy``/``nll_loss`` (PyTorch: "Target 3 is out of bounds";
     unchecked, such a label matches no class, and the loss counts it as 0 while its gradient

@@ -1,7 +1,7 @@
 """Weight initialization, in place: ``xpgrad.nn.init``.
 
 Each function fills a tensor in place (under ``no_grad``) and returns it. Random
-values come from :mod:`xpgrad.random`, so a policy seed (``with
+values come from [`xpgrad.random`][xpgrad.random], so a policy seed (``with
 xg.default_device(seed=0):``) makes them reproducible on every backend; they are
 drawn in the tensor's dtype and moved to the tensor's library and device.
 The formulas and defaults are PyTorch's.

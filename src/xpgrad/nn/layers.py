@@ -41,7 +41,7 @@ def _empty(shape: tuple[int, ...], dtype: Any = None, device: Any = None) -> Par
 
 def _buffer(shape: tuple[int, ...], value: float, dtype: Any = None, device: Any = None, *,
             integer: bool = False) -> Tensor:
-    """A constant Tensor (a buffer) on the policy's namespace and device, like :func:`_empty`'s parameters."""
+    """A constant Tensor (a buffer) on the policy's namespace and device, like `_empty`'s parameters."""
     p = current_policy()
     name = "int64" if integer else (dtype_name(dtype) if dtype is not None else (p.dtype or "float32"))
     dev = resolve_device(p.xp, device) if device is not None else p.device
@@ -75,7 +75,7 @@ class Linear(Module):
     """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``.
 
     Initialized as PyTorch does: ``U(-1/sqrt(in_features), 1/sqrt(in_features))`` for both,
-    from :mod:`xpgrad.random` (reproducible under a policy seed). Parameters are
+    from [`xpgrad.random`][xpgrad.random] (reproducible under a policy seed). Parameters are
     created on the policy's namespace and device, in float32 unless the policy or
     ``dtype=`` names another dtype.
 
@@ -426,7 +426,7 @@ class Conv2d(_ConvNd):
     ``weight``: ``(out_channels, in_channels / groups, kh, kw)``; ``padding``: an
     int, a pair, ``"valid"`` or ``"same"``; ``padding_mode``: ``"zeros"``,
     ``"reflect"``, ``"replicate"`` or ``"circular"``. See
-    :func:`xpgrad.nn.functional.conv2d`.
+    [`xpgrad.nn.functional.conv2d`][xpgrad.nn.functional.conv2d].
 
     Examples:
         >>> import xpgrad as xg
@@ -446,7 +446,7 @@ class Conv2d(_ConvNd):
 
 
 class Conv1d(_ConvNd):
-    """1-D convolution over ``(N, C_in, L)`` or ``(C_in, L)`` inputs; the arguments of :class:`Conv2d`.
+    """1-D convolution over ``(N, C_in, L)`` or ``(C_in, L)`` inputs; the arguments of [`Conv2d`][xpgrad.nn.Conv2d].
 
     Examples:
         >>> import xpgrad as xg
@@ -470,7 +470,7 @@ class ConvTranspose2d(_ConvNd):
 
     ``forward(input, output_size=None)``: ``output_size`` picks the output
     padding that gives that size, as PyTorch. See
-    :func:`xpgrad.nn.functional.conv_transpose2d`.
+    [`xpgrad.nn.functional.conv_transpose2d`][xpgrad.nn.functional.conv_transpose2d].
 
     Examples:
         >>> import xpgrad as xg
@@ -515,7 +515,7 @@ class MaxPool2d(Module):
     """Max pooling over ``kernel_size`` windows (``stride`` defaults to ``kernel_size``).
 
     The gradient goes to the first maximum of each window; see
-    :func:`xpgrad.nn.functional.max_pool2d`.
+    [`xpgrad.nn.functional.max_pool2d`][xpgrad.nn.functional.max_pool2d].
 
     Examples:
         >>> import xpgrad as xg
@@ -548,7 +548,7 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
-    """Average pooling over ``kernel_size`` windows; see :func:`xpgrad.nn.functional.avg_pool2d`.
+    """Average pooling over ``kernel_size`` windows; see [`xpgrad.nn.functional.avg_pool2d`][xpgrad.nn.functional.avg_pool2d].
 
     Examples:
         >>> import xpgrad as xg
@@ -690,7 +690,7 @@ class BatchNorm1d(_BatchNorm):
     Training normalizes with the batch statistics and updates ``running_mean``
     and ``running_var`` (exponential average with ``momentum``, or the cumulative
     average when ``momentum=None``) and ``num_batches_tracked``; ``eval()`` uses
-    the running statistics. See :func:`xpgrad.nn.functional.batch_norm`.
+    the running statistics. See [`xpgrad.nn.functional.batch_norm`][xpgrad.nn.functional.batch_norm].
 
     Examples:
         >>> import xpgrad as xg
@@ -706,7 +706,7 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalization of ``(N, C, H, W)`` inputs per channel; see :class:`BatchNorm1d`.
+    """Batch normalization of ``(N, C, H, W)`` inputs per channel; see [`BatchNorm1d`][xpgrad.nn.BatchNorm1d].
 
     Examples:
         >>> import xpgrad as xg

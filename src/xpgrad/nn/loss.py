@@ -1,4 +1,4 @@
-"""Loss modules: each holds its options and calls :mod:`xpgrad.nn.functional`."""
+"""Loss modules: each holds its options and calls [`xpgrad.nn.functional`][xpgrad.nn.functional]."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class _WeightedLoss(_Loss):
 
 
 class MSELoss(_Loss):
-    """Mean squared error (see :func:`xpgrad.nn.functional.mse_loss`).
+    """Mean squared error (see [`xpgrad.nn.functional.mse_loss`][xpgrad.nn.functional.mse_loss]).
 
     Examples:
         >>> import xpgrad as xg

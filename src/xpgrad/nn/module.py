@@ -1,6 +1,6 @@
 """``Module``: the base class of layers, PyTorch style.
 
-Assigning a :class:`Parameter` or a Module to an attribute registers it;
+Assigning a [`Parameter`][xpgrad.nn.Parameter] or a Module to an attribute registers it;
 ``register_buffer`` registers non-trained state (running statistics). From the
 registry come ``parameters()``, ``state_dict()`` / ``load_state_dict()``,
 ``to(...)`` (move to another library, device or dtype), ``train()`` / ``eval()``
@@ -384,7 +384,7 @@ class Module:
         checked before anything is copied: on an error the module is unchanged.
 
         Args:
-            state_dict: name -> tensor, as returned by :meth:`state_dict` or :func:`xpgrad.load`.
+            state_dict: name -> tensor, as returned by [`state_dict`][xpgrad.nn.Module.state_dict] or [`xpgrad.load`][xpgrad.load].
             strict: missing and unexpected keys are errors (else they are returned).
 
         Raises:
@@ -583,7 +583,7 @@ def functional_call(module: Module, params_and_buffers: Mapping[str, Any] | Any,
     ``torch.func.functional_call``'s semantics: ``module(*args, **kwargs)`` runs (hooks
     included) with each name of ``params_and_buffers`` (as in ``named_parameters()`` /
     ``named_buffers()``, e.g. ``"0.weight"``) standing for the given value (a Tensor, a
-    backend array, or a batched value inside :func:`~xpgrad.vmap`); the others keep the
+    backend array, or a batched value inside [`vmap`][xpgrad.vmap]); the others keep the
     module's own. This makes a module a function of its weights, so the transforms apply
     to them: ``xg.grad(lambda p: loss(functional_call(model, p, (x,))))(params)`` is a
     dict of gradients, and ``xg.vmap`` of that over examples gives per-example gradients

@@ -4,7 +4,7 @@ Both normalize with the biased variance, as PyTorch. ``batch_norm`` in training
 mode also updates the running statistics in place (under ``no_grad``) with the
 unbiased variance, so the buffers of a module follow PyTorch's step for step. On
 Dask, running statistics held in Tensors are persisted by the next optimizer step
-(:meth:`xpgrad.optim.Optimizer.persist`), so their graphs do not grow either.
+([`xpgrad.optim.Optimizer.persist`][xpgrad.optim.Optimizer.persist]), so their graphs do not grow either.
 """
 
 from __future__ import annotations

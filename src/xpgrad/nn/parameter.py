@@ -1,4 +1,4 @@
-"""``Parameter``: a leaf Tensor that a :class:`~xpgrad.nn.Module` registers as a weight."""
+"""``Parameter``: a leaf Tensor that a [`Module`][xpgrad.nn.Module] registers as a weight."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
 
 def unscale(xp: Any, g: Any, f: Any) -> Any:
     """``g / f`` for a VJP rule, computed in place into ``g`` when the engine donates it (the
-    division of :func:`scale`: the same rules of use)."""
+    division of `scale`: the same rules of use)."""
     s = GRAD_SLOT.s
     if g is s[0] and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
         s[0] = None
@@ -194,7 +194,7 @@ def unscale(xp: Any, g: Any, f: Any) -> Any:
 
 def unit_from(g: Any, r: Any) -> Any:
     """Return ``r``, a broadcast or reshape of ``g``; if ``g`` holds only ones (the implicit
-    seed of ``backward()``), tell the engine that ``r`` does too, so that :func:`scale`
+    seed of ``backward()``), tell the engine that ``r`` does too, so that `scale`
     can return ``d`` for ``g * d`` without a pass over the data (``sum(f(x) * x)``).
     First order only; elsewhere it is ``r``.
     """
@@ -209,7 +209,7 @@ def fresh(r: Any) -> Any:
 
     For a VJP rule whose result is freshly allocated by a backend call (``matmul``):
     the engine may then sum into it, or hand it to the next rule to overwrite (see
-    :func:`scale`). Never for ``g`` itself, a view of an argument, or a saved value.
+    `scale`). Never for ``g`` itself, a view of an argument, or a saved value.
     """
     s = GRAD_SLOT.s
     if s[1] is WANT_FRESH:
@@ -279,7 +279,7 @@ def jvp_from_vjp(vjp: Any) -> Any:
 
 
 def defjvp_from_vjp(prim: Any) -> None:
-    """Give a pointwise primitive the JVP rules :func:`jvp_from_vjp` of its VJP rules."""
+    """Give a pointwise primitive the JVP rules `jvp_from_vjp` of its VJP rules."""
     prim.defjvp(*(None if r is None else jvp_from_vjp(r) for r in prim.vjps))
 
 

@@ -13,20 +13,20 @@ under a decorator that holds the rest::
 From it the registry makes
 
 - the primitive, with its forward (``xp.sin``, or ``fwd=``; binary functions cast both
-  sides to the standard's result dtype first, see :func:`~xpgrad.ops._common.promoting`);
+  sides to the standard's result dtype first, see `promoting`);
 - for a function declared by its derivative ``d``: the VJP ``g * conj(d)``, computed in
   place into ``g`` when the backward engine donates the buffer
-  (:func:`~xpgrad.ops._common.scale`), and the JVP ``t * d``, complex inputs included
-  (PyTorch's convention, :func:`~xpgrad.ops._common.conj`). Hand-written ``vjp=``/``jvp=``
+  (`scale`), and the JVP ``t * d``, complex inputs included
+  (PyTorch's convention, `conj`). Hand-written ``vjp=``/``jvp=``
   rules stay possible where a derived one would be slower or less accurate;
 - its batching rule (``batch="pointwise"``: pointwise functions broadcast, so they batch
-  for free; installed by ``xpgrad._vmap_rules`` through :func:`subscribe`);
+  for free; installed by ``xpgrad._vmap_rules`` through `subscribe`);
 - the public function, generated with the declared signature (the one line a hand-written
   wrapper has: ``return apply2(prim, x, _NOARG, NOKW)``), in the declaring module, so
   that its doctest runs and ``inspect`` and type checkers see the declaration;
-- an :class:`Op` in :data:`REGISTRY`, against which the chapter's ``__all__`` is checked
-  (:meth:`Chapter.check_all`), and from which the coverage page (docs/gen_coverage.py), the rule tests'
-  cases (:class:`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
+- an `Op` in `REGISTRY`, against which the chapter's ``__all__`` is checked
+  (`Chapter.check_all`), and from which the coverage page (docs/gen_coverage.py), the rule tests'
+  cases (`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
   by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
 
 Adding an operation is one entry in one file (docs/adding-an-operation.md);
@@ -126,7 +126,7 @@ class Op:
         fuzz: the differential fuzzer's template, ``{N}`` the namespace and ``{a}``,
             ``{b}`` the operands (a pair: xpgrad's and PyTorch's spelling); None: not fuzzed.
         module: the module whose namespace holds ``fn``.
-        d: the declared derivatives, one per argument (see :meth:`Chapter.pointwise`);
+        d: the declared derivatives, one per argument (see `Chapter.pointwise`);
             None where the rules are written by hand.
     """
 
@@ -340,7 +340,7 @@ class Chapter:
         prefix: prepended to a function's name for its registry and primitive name
             (``"special."``: ``special.erf``).
         extra: the module's public names that are not entries (checked by
-            :meth:`check_all`).
+            `check_all`).
 
     Examples:
         >>> from xpgrad.ops._registry import REGISTRY
@@ -404,16 +404,16 @@ class Chapter:
             vjp: hand-written VJP rules instead, one per argument (``rule(xp, g, ans,
                 *args)``); then ``save``/``save_ans`` say what they read.
             jvp: hand-written JVP rules; by default those of ``vjp`` conjugated
-                (:func:`~xpgrad.ops._common.jvp_from_vjp`).
+                (`jvp_from_vjp`).
             fwd: the forward ``fwd(xp, *args)``; default ``xp.<name>``, binary
                 functions cast to the standard's result dtype first.
             nondiff: boolean or integer output: no gradient.
             zero_grad: floating output with a zero derivative almost everywhere.
             view: the output may be a view of the argument on some library.
             chapter: the standard's chapter where it differs from the module's (``where``).
-            test: how property tests draw its inputs (default :class:`Inputs`\\ () for a
+            test: how property tests draw its inputs (default `Inputs`\\ () for a
                 differentiable function, None otherwise); None: tests written by hand.
-            fuzz: the differential fuzzer's template (see :class:`Op`).
+            fuzz: the differential fuzzer's template (see `Op`).
         """
 
         def register(decl: F) -> F:
@@ -465,19 +465,19 @@ class Chapter:
             fwd: the forward ``fwd(xp, *arrays, **params)``.
             vjp: one VJP rule per array argument (``rule(xp, g, ans, *arrays, **params)``,
                 None: not differentiable there); ``vjp_rest`` for variadic ones beyond.
-            jvp: the JVP rules (see :meth:`xpgrad.autograd._core.Primitive.defjvp`);
+            jvp: the JVP rules (see [`xpgrad.autograd._core.Primitive.defjvp`][xpgrad.autograd.Primitive.defjvp]);
                 ``jvp_rest`` likewise. ``"linear"``: linear in argument 0, the JVP is the
                 function of the tangent; ``"joint_linear"``: linear in all its arrays
-                together (:func:`~xpgrad.ops._common.linear_jvp`, ``joint_linear_jvp``).
+                together (`linear_jvp`, ``joint_linear_jvp``).
             arrays: how many leading positional parameters are array arguments;
                 ``"seq"``: the first is a sequence of them (``concat``); ``"*"``: the
                 ``*arrays`` parameter. The others reach ``fwd`` and the rules as keywords.
             params: per parameter, what it goes through first (``{"shape": tuple}``).
             chapter: the standard's chapter where it differs from the module's.
-            fuzz: the differential fuzzer's template (see :class:`Op`).
+            fuzz: the differential fuzzer's template (see `Op`).
             opts: the primitive's options (``save``, ``save_ans``, ``nondiff``,
                 ``zero_grad``, ``view``, ``multi``, ``check_dtype``: see
-                :class:`~xpgrad.autograd._core.Primitive`).
+                [`Primitive`][xpgrad.autograd.Primitive]).
 
         Its batching rule is written in ``xpgrad._vmap_rules`` under the primitive's name,
         its rule tests in ``tests/cases/<chapter>.py`` (the parameters need strategies).

@@ -3,7 +3,7 @@
 Priority, as the standard's device-support page says: an explicit ``device=`` /
 ``dtype=`` first, then the input arrays (``asarray`` of an array, the ``*_like``
 functions, ``tril``/``triu``/``meshgrid``), then the policy
-(:func:`xpgrad.current_policy`). An explicit device *object* of another library
+([`xpgrad.current_policy`][xpgrad.current_policy]). An explicit device *object* of another library
 than the policy's (a ``torch.device`` under a NumPy policy) selects that library;
 device strings (``"cpu"``, ``"cuda:1"``, ``"device1"``) are read in the policy's
 library. The policy's ``dtype`` is the default for *floating* results only:
@@ -275,7 +275,7 @@ def asarray(
     ``requires_grad`` is an xpgrad extension (keyword-only, after the standard's
     parameters).
 
-    Inside :func:`xpgrad.vmap`, a batched value is a Tensor like any other: with
+    Inside [`xpgrad.vmap`][xpgrad.vmap], a batched value is a Tensor like any other: with
     nothing to change ``asarray`` returns it; ``dtype=``, ``copy=True`` and
     ``device=`` cast, copy or move every example (``copy=False`` with a cast raises, as
     for a Tensor). ``requires_grad=True`` on it raises (use ``xg.grad`` inside the
@@ -439,7 +439,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
 
     The policy's namespace consumes ``x`` (a Tensor gives its data); ``device=``
     and ``copy=`` as in the standard. The result is a constant. A value batched by
-    :func:`xpgrad.vmap` has no single buffer: ``from_dlpack`` of it raises
+    [`xpgrad.vmap`][xpgrad.vmap] has no single buffer: ``from_dlpack`` of it raises
     XpgradTypeError (``asarray`` returns it).
 
     Examples:

@@ -1,10 +1,10 @@
-"""Elementwise functions, one registry entry each (see :mod:`xpgrad.ops._registry`).
+"""Elementwise functions, one registry entry each (see `xpgrad.ops._registry`).
 
 Most are declared by their derivative ``d`` (``sin``: ``d = cos(x)``; ``exp``: ``d = ans``;
 ``log``: ``d = 1 / x``, written ``over(x)``), from which the registry derives the VJP
 ``g * conj(d)`` (in place into a donated gradient buffer), the JVP ``t * d`` and the
 batching rule. Complex inputs follow PyTorch's convention (see
-:func:`xpgrad.ops._common.conj`): the VJP of a holomorphic ``f`` is ``g * conj(f'(z))``.
+`xpgrad.ops._common.conj`): the VJP of a holomorphic ``f`` is ``g * conj(f'(z))``.
 Functions with kinks, poles or ties (``sqrt`` at 0, ``pow``, ``maximum``, ``clip``,
 ``hypot``, ``atan2``), and the non-holomorphic ones (``abs``, ``conj``, ``sign``) have
 hand-written rules, their JVPs the VJPs conjugated. Python scalars are accepted on either

@@ -156,7 +156,7 @@ def _call(xp: Any, name: str, a: Any, **kw: Any) -> Any:
     chunk"), as SciPy does before calling them. The rules call their transforms
     through it too: a cotangent or tangent is chunked as the input was. A Tensor (a
     rule recorded for a higher order) is rechunked by the primitive it goes through;
-    inside :func:`xpgrad.jit` on Dask the rechunk and the transform are one recorded
+    inside [`xpgrad.jit`][xpgrad.jit] on Dask the rechunk and the transform are one recorded
     call, which rechunks the arrays of each replay as they come.
     """
     if type(xp) is TracingNamespace:
@@ -185,7 +185,7 @@ _RECORDED: dict[tuple[int, str], Any] = {}
 
 
 def _recorded_dask(xp: Any, base: Any, name: str) -> Any:
-    """The recording (xg.jit) form of ``base.fft.<name>`` after :func:`_whole`, for Dask's ``base``."""
+    """The recording (xg.jit) form of ``base.fft.<name>`` after `_whole`, for Dask's ``base``."""
     key = (id(xp), name)
     fn = _RECORDED.get(key)
     if fn is None:
@@ -365,7 +365,7 @@ def rfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
 
 
 def irfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
-    """The inverse of :func:`rfft`: a real signal of length ``n`` (default
+    """The inverse of [`rfft`][xpgrad.ops.fft.rfft]: a real signal of length ``n`` (default
     ``2 * (m - 1)``) from the ``m`` non-negative frequencies in ``x``.
 
     The imaginary parts of the zero-frequency bin and (``n`` even) of the Nyquist bin
@@ -399,8 +399,8 @@ def rfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | 
 
 def irfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: Norm = "backward") -> Array:
-    """The inverse of :func:`rfftn`: a real array; the last axis of ``axes`` gets
-    length ``s[-1]`` (default ``2 * (m - 1)``). Gradient as for :func:`irfft`.
+    """The inverse of [`rfftn`][xpgrad.ops.fft.rfftn]: a real array; the last axis of ``axes`` gets
+    length ``s[-1]`` (default ``2 * (m - 1)``). Gradient as for [`irfft`][xpgrad.ops.fft.irfft].
 
     Examples:
         >>> import xpgrad as xg
@@ -416,7 +416,7 @@ def hfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
     """The discrete Fourier transform of a signal with Hermitian symmetry, given by
     its first half ``x``: a real array of length ``n`` (default ``2 * (m - 1)``).
 
-    Gradient as for :func:`irfft`, conjugated (``hfft(x)`` is ``irfft(conj(x))``
+    Gradient as for [`irfft`][xpgrad.ops.fft.irfft], conjugated (``hfft(x)`` is ``irfft(conj(x))``
     with the norm swapped).
 
     Examples:
@@ -428,7 +428,7 @@ def hfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
 
 
 def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
-    """The inverse of :func:`hfft`: the first ``n // 2 + 1`` bins of the inverse
+    """The inverse of [`hfft`][xpgrad.ops.fft.hfft]: the first ``n // 2 + 1`` bins of the inverse
     transform of a real array.
 
     Examples:
@@ -446,7 +446,7 @@ def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "ba
 def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
     """Move the zero-frequency term to the center of ``axes`` (all axes by default).
 
-    Differentiable: the VJP is :func:`ifftshift`.
+    Differentiable: the VJP is [`ifftshift`][xpgrad.ops.fft.ifftshift].
 
     Examples:
         >>> import xpgrad as xg
@@ -459,7 +459,7 @@ def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
              vjp=(lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes),),
              jvp=(lambda xp, t, ans, x, *, axes=None: xp.fft.ifftshift(t, axes=axes),), save=(), view=True)
 def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
-    """The inverse of :func:`fftshift` (they differ for odd lengths).
+    """The inverse of [`fftshift`][xpgrad.ops.fft.fftshift] (they differ for odd lengths).
 
     Examples:
         >>> import xpgrad as xg
@@ -470,7 +470,7 @@ def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
 
 # ---------------------------------------------------------------- creation
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
-    """The sample frequencies of :func:`fft` for a signal of ``n`` samples spaced ``d``.
+    """The sample frequencies of [`fft`][xpgrad.ops.fft.fft] for a signal of ``n`` samples spaced ``d``.
 
     A creation function (no gradient) on the policy's namespace and device, or
     ``device``; floating of ``dtype``, by default the policy's floating dtype.
@@ -488,7 +488,7 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None)
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
-    """The sample frequencies of :func:`rfft` (the ``n // 2 + 1`` non-negative ones).
+    """The sample frequencies of [`rfft`][xpgrad.ops.fft.rfft] (the ``n // 2 + 1`` non-negative ones).
 
     Examples:
         >>> import xpgrad as xg

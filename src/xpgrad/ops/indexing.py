@@ -10,8 +10,8 @@ repeated indices on NumPy while array-api-strict has no integer-array
 functions only. Each scatter is a primitive whose VJP is the matching gather
 (and the reverse), so gradients of any order never update a Tensor in place.
 
-Other rule tables reuse the pair through :func:`scatter_add`, :func:`gather` and
-:func:`source_index`, which work in both rule modes (raw backend arrays in first
+Other rule tables reuse the pair through [`scatter_add`][xpgrad.ops.indexing.scatter_add], [`gather`][xpgrad.ops.indexing.gather] and
+[`source_index`][xpgrad.ops.indexing.source_index], which work in both rule modes (raw backend arrays in first
 order, Tensors under ``create_graph``).
 """
 
@@ -246,13 +246,13 @@ def scatter_add(xp: Any, values: Any, ids: Any, shape: tuple[int, ...]) -> Any:
     """Zeros of ``shape`` with ``values`` added at flat positions ``ids`` (repeats add up).
 
     ``values`` broadcasts to ``ids``' shape. Works in both rule modes; its VJP is
-    :func:`gather`, so gradients of any order need no in-place update.
+    [`gather`][xpgrad.ops.indexing.gather], so gradients of any order need no in-place update.
     """
     return _call(_scatter_add, xp, values, ids, shape=tuple(shape))
 
 
 def gather(xp: Any, x: Any, ids: Any) -> Any:
-    """``reshape(x, (-1,))[ids]``, shaped like ``ids``; its VJP is :func:`scatter_add`."""
+    """``reshape(x, (-1,))[ids]``, shaped like ``ids``; its VJP is [`scatter_add`][xpgrad.ops.indexing.scatter_add]."""
     return _call(_gather, xp, x, ids)
 
 

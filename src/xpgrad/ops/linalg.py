@@ -486,7 +486,7 @@ _eig.defjvp(_eig_jvp)
 def eig(x: Array, /) -> EigResult:
     """Eigenvalues and unit-norm eigenvectors of each square matrix (complex outputs).
 
-    As for :func:`eigh`: the eigenvector gradient divides by eigenvalue gaps and is
+    As for [`eigh`][xpgrad.ops.linalg.eigh]: the eigenvector gradient divides by eigenvalue gaps and is
     well defined only for losses invariant to each eigenvector's phase. A real
     input gets the real part of the gradient.
 
@@ -1057,8 +1057,8 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False,
                 ord: float | Literal["fro", "nuc"] | None = "fro") -> Array:  # noqa: A002 - the standard's name
     """The ``ord``-norm of each matrix: ``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf or -inf.
 
-    Composed of differentiable functions: ``"fro"`` of :func:`vector_norm` (0 gradient
-    at the zero matrix), ``2``/``-2``/``"nuc"`` of :func:`svdvals` (finite at repeated
+    Composed of differentiable functions: ``"fro"`` of [`vector_norm`][xpgrad.ops.linalg.vector_norm] (0 gradient
+    at the zero matrix), ``2``/``-2``/``"nuc"`` of [`svdvals`][xpgrad.ops.linalg.svdvals] (finite at repeated
     singular values), the others of ``abs``, ``sum`` and ``max``/``min`` (ties as
     those functions document).
 

@@ -6,10 +6,10 @@ join, sum the copies of a repetition. Variadic functions (``concat``, ``stack``,
 ``broadcast_arrays``) pass their arrays as positional arguments of the primitive
 and share one ``rest`` rule; multi-output ones (``unstack``, ``broadcast_arrays``)
 get a tuple of upstream gradients with None for outputs that received none.
-Each function is a registry entry (``@op.function``, see :mod:`xpgrad.ops._registry`)
+Each function is a registry entry (``@op.function``, see `xpgrad.ops._registry`)
 but ``broadcast_arrays`` (a boolean or integer array among them is broadcast alone)
 and ``broadcast_shapes`` (on shape tuples); their batching rules are in
-``xpgrad._vmap_rules.manipulation``. Also here: the ``to_device`` primitive behind :meth:`xpgrad.Tensor.to_device`.
+``xpgrad._vmap_rules.manipulation``. Also here: the ``to_device`` primitive behind [`xpgrad.Tensor.to_device`][xpgrad.autograd.Tensor.to_device].
 """
 
 from __future__ import annotations

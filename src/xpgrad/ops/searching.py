@@ -1,7 +1,7 @@
 """Searching functions: integer outputs, so declared non-differentiable.
 
 ``where`` belongs to this chapter of the standard but is differentiable; it lives
-with the elementwise functions (:mod:`xpgrad.ops.elementwise`).
+with the elementwise functions ([`xpgrad.ops.elementwise`][xpgrad.ops.elementwise]).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ op = Chapter(_C, module=__name__, extra=("unique_all", "unique_counts", "unique_
 
 
 class UniqueAllResult(NamedTuple):
-    """The result of :func:`unique_all`."""
+    """The result of [`unique_all`][xpgrad.ops.set_functions.unique_all]."""
 
     values: Array
     indices: Array
@@ -34,14 +34,14 @@ class UniqueAllResult(NamedTuple):
 
 
 class UniqueCountsResult(NamedTuple):
-    """The result of :func:`unique_counts`."""
+    """The result of [`unique_counts`][xpgrad.ops.set_functions.unique_counts]."""
 
     values: Array
     counts: Array
 
 
 class UniqueInverseResult(NamedTuple):
-    """The result of :func:`unique_inverse`."""
+    """The result of [`unique_inverse`][xpgrad.ops.set_functions.unique_inverse]."""
 
     values: Array
     inverse_indices: Array

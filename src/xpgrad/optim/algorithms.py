@@ -14,7 +14,7 @@ tracemalloc in tests/test_optim.py): SGD 1 (2 with Nesterov momentum and weight
 decay), Adam/AdamW 2, RMSprop 2 (3 centered with weight decay), Adagrad 2.
 
 Every optimizer also takes ``persist_every`` (keyword only; see
-:class:`~xpgrad.optim.Optimizer`): on Dask, ``step()`` persists the parameters and
+[`Optimizer`][xpgrad.optim.Optimizer]): on Dask, ``step()`` persists the parameters and
 the state every that many steps (default 1), so a loop's graphs stay flat.
 """
 

@@ -8,11 +8,11 @@ the version counter either way.
 
 On a lazy library (Dask) an update computes nothing: the new parameter is a graph
 built on the old one, and a loop of ``n`` steps would cost ``O(n^2)``. So ``step()``
-ends, every ``persist_every`` steps (default: every step), with :meth:`Optimizer.persist`:
+ends, every ``persist_every`` steps (default: every step), with [`Optimizer.persist`][xpgrad.optim.Optimizer.persist]:
 one ``dask.persist`` of the parameters, their gradients, the optimizer's state and the
 running statistics updated since (batch normalization), which computes the step and
 leaves graphs that do not grow with the number of steps. Which arrays are lazy is
-asked in one place, :mod:`xpgrad._lazy`.
+asked in one place, `xpgrad._lazy`.
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ class Optimizer:
         params: an iterable of Parameters (Tensors with ``requires_grad``), or of
             dicts ``{"params": [...], "lr": ...}`` (parameter groups with their own options).
         defaults: the options a group takes when it does not set them.
-        persist_every: on a lazy library (Dask), call :meth:`persist` after every
+        persist_every: on a lazy library (Dask), call `persist` after every
             ``persist_every``-th ``step()``, so that the graphs of the parameters and
             of the state do not grow with the number of steps (each persist computes
             the steps since the last one). 1 (the default) persists after each step;
             ``None`` never does, and leaves every step lazy (the graphs then grow by
-            one step each: persist yourself, or call :meth:`persist`). No effect on
+            one step each: persist yourself, or call `persist`). No effect on
             eager libraries (NumPy, PyTorch, JAX, CuPy).
 
     Examples:
@@ -183,7 +183,7 @@ class Optimizer:
     def step(self, closure: Any = None) -> Any:
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first.
 
-        On Dask, every ``persist_every``-th step ends with :meth:`persist` (with the
+        On Dask, every ``persist_every``-th step ends with [`persist`][xpgrad.optim.Optimizer.persist] (with the
         loss that ``closure`` returned, so reading it afterwards costs nothing).
         """
         loss = None
@@ -292,7 +292,7 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Load options and state saved by :meth:`state_dict` (state tensors move to their parameters).
+        """Load options and state saved by [`state_dict`][xpgrad.optim.Optimizer.state_dict] (state tensors move to their parameters).
 
         Raises:
             XpgradValueError: the groups or their sizes differ, or a state array's shape is not

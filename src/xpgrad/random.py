@@ -210,9 +210,13 @@ class Generator:
         trace = TRACE.get()
         if trace is None:
             return Tensor(self._draw_raw(draw, name, xp, dev))
-        # inside xg.jit: the draw is a call of the program, made again (with new numbers) by each replay
+        # inside xg.jit: the draw is a call of the program, made again (with new numbers) by each replay.
+        # A draw from the current context's generator (xg.random.normal, Dropout) draws at each replay
+        # from the generator of the policy active at that call, as eager code does; an explicit
+        # Generator is the program's own
         base = base_namespace(xp) or xp
-        return Tensor(trace.draw(functools.partial(self._draw_raw, draw, name, base, dev), "random.draw", base))
+        src = _draw_current if self is _current() else self._draw_raw
+        return Tensor(trace.draw(functools.partial(src, draw, name, base, dev), "random.draw", base))
 
     def _draw_raw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:
         with self._lock:
@@ -472,6 +476,11 @@ def _current() -> Generator:
     if p.seed is None:
         return _process_generator()
     return policy_generator(p)
+
+
+def _draw_current(draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:
+    """A jitted program's draw from the generator of the policy active when it runs."""
+    return _current()._draw_raw(draw, name, xp, dev)
 
 
 def seed(seed: int | None = None) -> None:

@@ -138,10 +138,10 @@ _NAMES: dict[Any, tuple[str, ...]] = {}  # code object -> the global names it (a
 
 
 def _scalar_key(v: Any) -> Any:
-    """A Python scalar's signature: floats by value and sign (``0.0`` and ``-0.0`` differ), NaN by itself."""
+    """A Python scalar's signature: floats by value and sign (``0.0`` and ``-0.0`` differ; NaN equals NaN of its sign)."""
     t = type(v)
     if t is float:
-        return (t, "nan") if v != v else (t, v, math.copysign(1.0, v))
+        return (t, "nan" if v != v else v, math.copysign(1.0, v))
     if t is complex:
         return (t, _scalar_key(v.real), _scalar_key(v.imag))
     return (t, v)
@@ -866,7 +866,10 @@ class Jitted:
                 if gnew is not g0:
                     new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
             # (a number the call left alone, the learning rate, is no output: it stays the user's)
-            written = {x.writes for x in trace.instructions if x.writes is not None}
+            # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
+            # an immutable array: the learning rate stays the user's number there too)
+            written = {x.writes for x in trace.instructions if x.writes is not None
+                       and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
             numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
             kept = {k for k, _ in numbers}
@@ -885,8 +888,8 @@ class Jitted:
                 if g is not None and type(g.data) is Tracer:
                     g.data = g.data._w
             for k, (d, name, _) in enumerate(cells.numbers):
-                if type(d[name]) is Tracer:
-                    d[name] = d[name]._w if k in kept else number_in[k][0]
+                if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
+                    d[name] = d[name]._w if k in kept or d[name] is not number_in[k][1] else number_in[k][0]
         with self._lock:
             self._traces += 1
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}

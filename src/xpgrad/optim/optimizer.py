@@ -21,6 +21,8 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from .. import _lazy
 from .._dispatch import backend_namespace
 from .._dtypes import is_float
@@ -134,8 +136,8 @@ class Optimizer:
         out: list[Any] = []
         for g in self.param_groups:
             lr = g.get("lr")
-            if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float))):
-                msg = (f"xg.jit: {type(self).__name__}'s learning rate must be a Python float or int, got "
+            if isinstance(lr, np.generic) and not isinstance(lr, (int, float)):
+                msg = (f"xg.jit: {type(self).__name__}'s learning rate must be a Python float or int, not a NumPy "
                        f"{type(lr).__name__} {lr!r} (its dtype would change the update's arithmetic); use float(lr)")
                 raise XpgradTypeError(msg)
             if g["params"] and isinstance(g.get("lr"), (int, float)) and not isinstance(g["lr"], bool):

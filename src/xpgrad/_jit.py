@@ -15,7 +15,9 @@ device (and NumPy strides, which decide which results are views); each Tensor's
 ``requires_grad`` and whether it has a ``.grad``; the values of static arguments and of
 Python scalars; Modules (their identity and train/eval flags) and optimizers (their
 identity, hyperparameters and which state they hold); the default-device policy; grad
-and anomaly modes.
+and anomaly modes; and the guards (:class:`_Guards`): the Python state the call can read
+(Module attributes and hooks, Tensor hooks, plain objects' attributes, ``f``'s closures
+and the globals it names), whose Tensors are implicit inputs of the program.
 """
 
 from __future__ import annotations
@@ -1169,8 +1171,10 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
     new signature runs ``f`` once on tracers (see :mod:`xpgrad._tracing`) and returns its
     results; later calls run the recorded program. Modules and optimizers passed as
-    arguments are state: their parameters, buffers, gradients and optimizer state are read
-    and written back by each call. Python scalars are static (a new value traces again).
+    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
+    buffers, gradients and optimizer state are read and written back by each call. Python
+    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
+    traces again).
 
     Args:
         f: the function (``jit`` also works as a decorator, with or without arguments).

@@ -136,7 +136,8 @@ _MODULE_TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persist
                             "_forward_hooks", "_forward_pre_hooks"})
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
          types.WrapperDescriptorType, types.MethodDescriptorType, types.GetSetDescriptorType)
-_NAMES: dict[Any, tuple[str, ...]] = {}  # code object -> the global names it (and the code it holds) may read
+# code object -> the global names it (and the code it holds) may read
+_NAMES: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
 def _scalar_key(v: Any) -> Any:
@@ -180,7 +181,7 @@ class _Guards:
         self.objects: list[Any] = []  # the signatures of Modules' and optimizers' own state
         self.seen: dict[int, int] = {}
         self.alive: list[Any] = []
-        self.budget = 20_000
+        self.budget = 5_000  # (objects walked; past it, identity only)
         self.state = False  # whether anything but code was found
 
     def walk(self, v: Any, depth: int = 0) -> None:
@@ -211,10 +212,6 @@ class _Guards:
                 raise _Eager
             self.flat.tensors.setdefault(i, v)
             key.append("T")
-            self.state = True
-            return
-        if t is Tracer or _is_raw_array(v):  # (a constant of the program: the same array, or a new one)
-            key.append(("A", i))
             self.state = True
             return
         if t is tuple or t is list or t is set or t is frozenset:
@@ -258,26 +255,39 @@ class _Guards:
             self.walk(v.f, depth + 1)
             return
         self.state = True
+        if t is Tracer or _is_raw_array(v):  # (a constant of the program: the same array, or a new one)
+            key.append(("A", i))
+            return
         jit_state = getattr(v, "_jit_state", None)
         if jit_state is not None:  # a Module or an optimizer: its arrays are state, its attributes guarded
-            static, tensors = jit_state()
-            self.objects.append((i, static))
-            for tt in tensors:
-                self.flat.tensors.setdefault(id(tt), tt)
-            mods = getattr(v, "modules", None)
-            if mods is None:
-                if all(o is not v for o in self.flat.objects):  # (an optimizer the call reaches: its numbers too)
+            passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
+            if not passed:
+                static, tensors = jit_state()
+                self.objects.append((i, static))
+                for tt in tensors:
+                    self.flat.tensors.setdefault(id(tt), tt)
+            if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
+                if not passed:  # (an optimizer the call reaches: its numbers too)
                     self.flat.objects.append(v)
                 return
-            for m in mods():
+            stack, mods = [v], {i}
+            while stack:  # (every submodule: its attributes and hooks)
+                m = stack.pop()
                 d = m.__dict__
-                key.append(("M", id(m)))
-                for hooks in (d.get("_forward_pre_hooks"), d.get("_forward_hooks")):
-                    self.walk(list((hooks or {}).values()), depth + 1)
+                pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+                key.append(("M", id(m), len(pre or ()), len(post or ())))
+                if pre:
+                    self.walk(tuple(pre.values()), depth + 1)
+                if post:
+                    self.walk(tuple(post.values()), depth + 1)
                 for k, x in d.items():
                     if k not in _MODULE_TABLES:
                         key.append(k)
                         self.walk(x, depth + 1)
+                for sub in reversed(d["_modules"].values()):
+                    if sub is not None and id(sub) not in mods:
+                        mods.add(id(sub))
+                        stack.append(sub)
             return
         if getattr(v, "_xg_batched", False):
             raise _Eager

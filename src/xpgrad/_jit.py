@@ -929,7 +929,11 @@ class Jitted:
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
         # (a call that changes the Python state it reads, a counter it increments, is not replayed: it
         # traces again, as its Python runs at every eager call)
-        cacheable = cacheable and self._guards(_Flat(), targs, tkw)[1] == flat.key[-1][1]
+        if cacheable:
+            try:
+                cacheable = self._guards(_Flat(), targs, tkw)[1] == flat.key[-1][1]
+            except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
+                cacheable = False
         if cacheable:
             with self._lock:
                 self._cache[key] = entry

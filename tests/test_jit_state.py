@@ -515,3 +515,22 @@ def test_read_only_donated_numpy_array(np_backend: Any) -> None:
         want = np.sin(x) * 2.0 + 1.0
         np.testing.assert_array_equal(to_numpy(f(x)), want)
         np.testing.assert_array_equal(x, np.full(4, 0.25 * k))  # (not written: copied first)
+
+
+class _Keeps(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.last: Any = None
+
+    def forward(self, x: Any) -> Any:
+        self.last = self.lin(x)  # (Python state the call changes: a Tensor with a graph)
+        return self.last
+
+
+def test_a_module_that_keeps_its_output(backend: Any) -> None:
+    m = backend.to(_Keeps(), dtype=xg.float64)
+    f = xg.jit(lambda m, x: xg.sum(m(x) ** 2))
+    for _ in range(5):
+        x = xg.asarray(_arr(backend, 4, 3))
+        _check(backend, f(m, x), xg.sum(m(x) ** 2))  # (the call after the trace runs f as it is)

@@ -15,7 +15,9 @@ device (and NumPy strides, which decide which results are views); each Tensor's
 ``requires_grad`` and whether it has a ``.grad``; the values of static arguments and of
 Python scalars; Modules (their identity and train/eval flags) and optimizers (their
 identity, hyperparameters and which state they hold); the default-device policy; grad
-and anomaly modes.
+and anomaly modes; and the guards (:class:`_Guards`): the Python state the call can read
+(Module attributes and hooks, Tensor hooks, plain objects' attributes, ``f``'s closures
+and the globals it names), whose Tensors are implicit inputs of the program.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import math
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -123,7 +126,184 @@ def _freeze(v: Any, who: str) -> Any:
     except TypeError:
         msg = f"{who}: a static value must be hashable, got {type(v).__name__} {v!r}"
         raise XpgradTypeError(msg) from None
-    return (type(v), v)
+    return _scalar_key(v)
+
+
+# ---------------------------------------------------------------- guards: the Python state a call reads
+# (libraries whose functions' globals are not walked: their state is not the user's)
+_LIBRARIES = frozenset({"xpgrad", "numpy", "jax", "jaxlib", "torch", "dask", "array_api_strict", "array_api_compat",
+                        "array_api_extra", "cupy", "scipy", "builtins", "functools", "math", "operator", "typing",
+                        "collections", "contextlib", "threading", "abc", "enum", "hypothesis", "pytest", "_pytest"})
+_MODULE_TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent", "training",
+                            "_forward_hooks", "_forward_pre_hooks"})
+_SKIP = (types.ModuleType, type, types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
+         types.WrapperDescriptorType, types.MethodDescriptorType, types.GetSetDescriptorType)
+# code object -> the global names it (and the code it holds) may read
+_NAMES: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _scalar_key(v: Any) -> Any:
+    """A Python scalar's signature: floats by value and sign (``0.0`` and ``-0.0`` differ; NaN equals NaN of its sign)."""
+    t = type(v)
+    if t is float:
+        return (t, "nan" if v != v else v, math.copysign(1.0, v))
+    if t is complex:
+        return (t, _scalar_key(v.real), _scalar_key(v.imag))
+    return (t, v)
+
+
+def _code_names(code: types.CodeType) -> tuple[str, ...]:
+    names = _NAMES.get(code)
+    if names is None:
+        found = list(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):  # (lambdas, comprehensions and functions defined inside)
+                found.extend(_code_names(c))
+        names = _NAMES[code] = tuple(dict.fromkeys(found))
+    return names
+
+
+def _library(obj: Any) -> bool:
+    mod = getattr(obj, "__module__", None) or ""
+    return mod.split(".")[0] in _LIBRARIES
+
+
+class _Guards:
+    """The Python state a call reads besides its arguments' arrays, found by walking its
+    arguments' objects and ``f``'s closures, defaults and the globals its code names (as
+    torch.compile guards on them): Tensors are implicit inputs of the program (added to
+    ``flat.tensors``: read at every call, written back, differentiated); Modules and
+    optimizers are state (their attributes and hooks are guarded); every other value is
+    part of the signature (a new value traces again)."""
+
+    def __init__(self, flat: _Flat, *, eager: bool = True) -> None:
+        self.flat = flat
+        self.eager = eager  # (False: no _Eager signal for a Tensor that a call would run f eagerly for)
+        self.key: list[Any] = []  # Python values read (compared before and after a trace)
+        self.objects: list[Any] = []  # the signatures of Modules' and optimizers' own state
+        self.seen: dict[int, int] = {}
+        self.alive: list[Any] = []
+        self.budget = 5_000  # (objects walked; past it, identity only)
+        self.state = False  # whether anything but code was found
+
+    def walk(self, v: Any, depth: int = 0) -> None:
+        key = self.key
+        t = type(v)
+        if t is _Leaf or v is None:
+            return
+        if t in _SCALARS:
+            key.append(_scalar_key(v))
+            self.state = True
+            return
+        if isinstance(v, _SKIP):
+            return
+        i = id(v)
+        n = self.seen.get(i)
+        if n is not None:
+            key.append(("@", n))
+            return
+        self.seen[i] = len(self.seen)
+        self.alive.append(v)  # (an id stays this object's while the walk runs)
+        self.budget -= 1
+        if depth > 12 or self.budget < 0:
+            key.append(("id", t, i))
+            return
+        if isinstance(v, Tensor):
+            if self.eager and (v._fw or getattr(v, "_inner", None) is not None
+                               or (v._node is not None and GRAD_ENABLED.get())):
+                raise _Eager
+            self.flat.tensors.setdefault(i, v)
+            key.append("T")
+            self.state = True
+            return
+        if t is tuple or t is list or t is set or t is frozenset:
+            key.append((t, len(v)))
+            for x in v:
+                self.walk(x, depth + 1)
+            return
+        if t is dict or t is collections.OrderedDict:
+            key.append((t, len(v)))
+            for k, x in v.items():
+                self.walk(k, depth + 1)
+                self.walk(x, depth + 1)
+            return
+        if t is types.FunctionType:
+            key.append(("F", v.__code__))
+            for c in v.__closure__ or ():
+                try:
+                    x = c.cell_contents
+                except ValueError:  # (a cell not filled yet)
+                    continue
+                self.walk(x, depth + 1)
+            self.walk(v.__defaults__, depth + 1)
+            self.walk(v.__kwdefaults__, depth + 1)
+            if not _library(v):
+                glb = v.__globals__
+                for name in _code_names(v.__code__):
+                    if name in glb:
+                        key.append(name)
+                        self.walk(glb[name], depth + 1)
+            return
+        if t is types.MethodType:
+            self.walk(v.__self__, depth + 1)
+            self.walk(v.__func__, depth + 1)
+            return
+        if t is functools.partial:
+            self.walk(v.func, depth + 1)
+            self.walk(v.args, depth + 1)
+            self.walk(v.keywords, depth + 1)
+            return
+        if isinstance(v, Jitted):
+            self.walk(v.f, depth + 1)
+            return
+        self.state = True
+        if t is Tracer or _is_raw_array(v):  # (a constant of the program: the same array, or a new one)
+            key.append(("A", i))
+            return
+        jit_state = getattr(v, "_jit_state", None)
+        if jit_state is not None:  # a Module or an optimizer: its arrays are state, its attributes guarded
+            passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
+            if not passed:
+                static, tensors = jit_state()
+                self.objects.append((i, static))
+                for tt in tensors:
+                    self.flat.tensors.setdefault(id(tt), tt)
+            if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
+                if not passed:  # (an optimizer the call reaches: its numbers too)
+                    self.flat.objects.append(v)
+                return
+            stack, mods = [v], {i}
+            while stack:  # (every submodule: its attributes and hooks)
+                m = stack.pop()
+                d = m.__dict__
+                pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+                key.append(("M", id(m), len(pre or ()), len(post or ())))
+                if pre:
+                    self.walk(tuple(pre.values()), depth + 1)
+                if post:
+                    self.walk(tuple(post.values()), depth + 1)
+                for k, x in d.items():
+                    if k not in _MODULE_TABLES:
+                        key.append(k)
+                        self.walk(x, depth + 1)
+                for sub in reversed(d["_modules"].values()):
+                    if sub is not None and id(sub) not in mods:
+                        mods.add(id(sub))
+                        stack.append(sub)
+            return
+        if getattr(v, "_xg_batched", False):
+            raise _Eager
+        if getattr(t, "__hash__", None) is object.__hash__ and hasattr(v, "__dict__") and not _library(t):
+            # a plain object (its identity is its hash): what it holds is guarded, as torch.compile does
+            key.append(("O", t, i))
+            self.walk(vars(v), depth + 1)
+            return
+        try:
+            hash(v)
+        except TypeError:
+            key.append(("id", t, i))
+            return
+        key.append((t, v))
 
 
 class _Flat:
@@ -225,7 +405,7 @@ def _number_kind(like: Any, v: Any) -> tuple[Any, Any, Any]:
 
 
 def _as_number_array(v: Any, kind: tuple[Any, Any, Any]) -> Any:
-    if hasattr(v, "shape"):
+    if hasattr(v, "shape") and not isinstance(v, np.generic):  # (NumPy's float64 is a Python float)
         return v
     xp, dt, dev = kind
     with warnings.catch_warnings():
@@ -255,7 +435,7 @@ class _Cells:
         for t in self.tensors:
             g = t.grad
             k.append((type(t), t._requires_grad, t._node is not None, _array_key(t.data),
-                      None if g is None else _array_key(g.data)))
+                      None if g is None else _array_key(g.data), tuple(map(id, t._hooks or ()))))
         for d, name, _ in self.numbers:
             k.append((name, _is_integer(d[name])))
         return tuple(k)
@@ -357,6 +537,7 @@ class Program:
         filename = f"<xpgrad.jit {self.name} #{id(self):x}>"
         code = compile(self.source, filename, "exec")
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
+        weakref.finalize(self, linecache.cache.pop, filename, None)  # (its source goes with the program)
         glb: dict[str, Any] = dict(self._const)
         glb["__builtins__"] = __builtins__
         exec(code, glb)
@@ -501,7 +682,20 @@ class Jitted:
                 tkw[k] = v
             else:
                 tkw[k] = _flatten(v, flat, who)
+        flat.key.append(self._guards(flat, targs, tkw))
         return flat, targs, tkw
+
+    def _guards(self, flat: _Flat, targs: Any, tkw: Any) -> Any:
+        """The guard of a call (see :class:`_Guards`): what its arguments' objects and ``f``'s
+        closures and globals hold; their Tensors join ``flat.tensors``."""
+        g = _Guards(flat)
+        g.walk(targs)
+        g.walk(tkw)
+        g.state = False
+        g.walk(self.f)
+        if g.state:  # (f reads state of its own: every call checks it)
+            self._fast_ok = False
+        return ("guards", tuple(g.key), tuple(g.objects))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fk = None
@@ -538,12 +732,14 @@ class Jitted:
             # one trace per signature: a thread that finds another tracing it waits, then replays
             with self._lock:
                 lock = self._tracing.setdefault(key, threading.Lock())
-            with lock:
-                entry = self._lookup(key)
-                if entry is None:
-                    entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
-            with self._lock:
-                self._tracing.pop(key, None)
+            try:
+                with lock:
+                    entry = self._lookup(key)
+                    if entry is None:
+                        entry, res = self._trace_call(key, flat, cells, targs, tkw, keep=True)
+            finally:
+                with self._lock:
+                    self._tracing.pop(key, None)
         if res is None:
             res = _replay(entry, flat, cells)
         if fk is not None and entry.simple and not entry.donated:
@@ -622,6 +818,8 @@ class Jitted:
         versions = [t._version[0] for t in cells.tensors]
         before_structure = [o._jit_structure() for o in flat.objects]
         steps = [o._jit_count() for o in flat.objects]
+        number_in: list[tuple[Any, Tracer]] = []  # (the finally below puts the numbers back, whatever f raised)
+        kept: set[int] = set()
         try:
             leaf_tracers = []
             for a in flat.leaves:
@@ -639,7 +837,6 @@ class Jitted:
                 grad_in.append(tr)
                 g.data = tr
             grads0 = [t.grad for t in cells.tensors]
-            number_in = []
             number_kinds = []
             for d, name, like in cells.numbers:
                 v = d[name]
@@ -665,7 +862,10 @@ class Jitted:
                 if gnew is not g0:
                     new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
             # (a number the call left alone, the learning rate, is no output: it stays the user's)
-            written = {x.writes for x in trace.instructions if x.writes is not None}
+            # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
+            # an immutable array: the learning rate stays the user's number there too)
+            written = {x.writes for x in trace.instructions if x.writes is not None
+                       and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
             numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
             kept = {k for k, _ in numbers}
@@ -692,8 +892,8 @@ class Jitted:
                 if g is not None and type(g.data) is Tracer:
                     g.data = g.data._w
             for k, (d, name, _) in enumerate(cells.numbers):
-                if type(d[name]) is Tracer:
-                    d[name] = d[name]._w if k in kept else number_in[k][0]
+                if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
+                    d[name] = d[name]._w if k in kept or d[name] is not number_in[k][1] else number_in[k][0]
         with self._lock:
             self._traces += 1
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
@@ -727,6 +927,13 @@ class Jitted:
         result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
         trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
         cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
+        # (a call that changes the Python state it reads, a counter it increments, is not replayed: it
+        # traces again, as its Python runs at every eager call)
+        if cacheable:
+            try:
+                cacheable = self._guards(_Flat(), targs, tkw)[1] == flat.key[-1][1]
+            except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
+                cacheable = False
         if cacheable:
             with self._lock:
                 self._cache[key] = entry
@@ -835,6 +1042,18 @@ def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, T
         for t in obj._jit_state()[1]:
             found.setdefault(id(t), t)
     return found
+
+
+def _call_tensors(f: Any, args: Any, kwargs: Any) -> dict[int, Tensor]:
+    """The Tensors a call of ``f`` reads, in the order of a jitted call's: its arguments', then those
+    :class:`_Guards` finds (closures, globals, objects' attributes)."""
+    flat = _Flat()
+    flat.tensors = _tensors_of((args, kwargs))
+    g = _Guards(flat, eager=False)
+    g.walk(args)
+    g.walk(kwargs)
+    g.walk(f)
+    return flat.tensors
 
 
 def _grad_leaves(out: Any, tensors: dict[int, Tensor]) -> list[Tensor]:
@@ -998,7 +1217,7 @@ class _Call:
                 finally:
                     with gen._lock:
                         gen._np.bit_generator.state = now
-            ts = _tensors_of((self.args, self.kwargs))
+            ts = _call_tensors(self.owner.f, self.args, self.kwargs)
             req = [t for t in ts.values() if t._requires_grad]
             return _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
 
@@ -1029,13 +1248,14 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [g.data for g in cells.grad_tensors]
     for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
         v = d[n]
-        ins.append(_as_number_array(v, nk) if type(v) in (int, float) else v)
+        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float)) else v)
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)
         a = ins[k]
-        if any(j != k and (b is a or (type(a) is np.ndarray and type(b) is np.ndarray and np.may_share_memory(a, b)))
-               for j, b in enumerate(ins)):
+        if (type(a) is np.ndarray and not a.flags.writeable) or any(
+                j != k and (b is a or (type(a) is np.ndarray and type(b) is np.ndarray and np.may_share_memory(a, b)))
+                for j, b in enumerate(ins)):  # (a read-only NumPy array is copied too: the program writes into it)
             ins[k] = a.copy() if type(a) is np.ndarray else backend_namespace(a).asarray(a, copy=True)
     res = entry.run(*ins)
     for (kind, i), s in entry.rebind:
@@ -1098,8 +1318,10 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
     new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
     results; later calls run the recorded program. Modules and optimizers passed as
-    arguments are state: their parameters, buffers, gradients and optimizer state are read
-    and written back by each call. Python scalars are static (a new value traces again).
+    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
+    buffers, gradients and optimizer state are read and written back by each call. Python
+    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
+    traces again).
 
     Args:
         f: the function (``jit`` also works as a decorator, with or without arguments).

@@ -1,7 +1,7 @@
 """Datasets and minibatches, PyTorch style (``torch.utils.data``), for arrays of any library.
 
 A :class:`DataLoader` yields batches in the dataset's own library and on its own
-device: NumPy arrays stay NumPy, torch tensors stay torch, :class:`xpgrad.Tensor`\\ s stay
+device: NumPy arrays stay NumPy, torch tensors stay torch, Tensors stay
 Tensors, and Dask arrays stay lazy (nothing is computed). A :class:`TensorDataset` is
 indexed a whole batch at a time (``take`` of the array's namespace with an integer array
 of that library, or a slice without shuffling), never sample by sample.
@@ -74,7 +74,7 @@ def _take(a: Any, idx: np.ndarray | slice) -> Any:
 class TensorDataset(Dataset):
     """Samples along the first axis of several arrays of the same length (inputs and targets, say).
 
-    The arrays may be :class:`xpgrad.Tensor`\\ s or arrays of any library (each keeps its own);
+    The arrays may be Tensors or arrays of any library (each keeps its own);
     ``dataset[i]`` is the tuple of their ``i``-th rows.
 
     Examples:

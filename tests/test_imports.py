@@ -93,7 +93,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "xpgrad._jit", "xpgrad._jit_passes",
                     "xpgrad.random", "xpgrad.testing")),
     ("namespace", ("xpgrad._namespace",)),  # every name of the package below nn: what nn imports as xg
-    ("nn", ("xpgrad.nn", "xpgrad.optim", "xpgrad.viz")),
+    ("nn", ("xpgrad.nn", "xpgrad.optim", "xpgrad.utils", "xpgrad.viz")),
     ("api", ("xpgrad", "xpgrad._bound", "xpgrad.__main__", "xpgrad._demo")),
 )
 

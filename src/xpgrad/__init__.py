@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys as _sys
 from ._namespace import *  # noqa: F403 - the array namespace: every name below nn
 from ._namespace import __array_api_version__, __array_namespace_info__
-from . import nn, optim, viz
+from . import nn, optim, utils, viz
 from . import _bound  # (it hands the bound namespaces down to _dispatch.array_namespace)
 from .autograd._grad_mode import set_graph_namespace as _set_graph_namespace
 

@@ -4,8 +4,9 @@ The data are scikit-learn's copy of the UCI handwritten digits (1797 images of
 8x8 pixels, shipped with scikit-learn, so no download), scaled to [0, 1] and split
 80/20 with a seeded, stratified split. The model (an MLP or a small CNN) is built
 with [`xpgrad.nn`][xpgrad.nn] under ``xpgrad.default_device(backend, seed=seed)``, so its
-parameters live on the chosen backend; the data are moved there once, and each
-minibatch is taken from them with ``xpgrad.take``. Training is plain PyTorch-style
+parameters live on the chosen backend; the data are moved there once, and an
+[`DataLoader`][xpgrad.utils.data.DataLoader] over them takes each shuffled minibatch with
+``xpgrad.take``. Training is plain PyTorch-style
 code: Adam, a cosine learning-rate schedule, ``zero_grad``/``backward``/``step``.
 
 With ``jit=True`` (``--jit``) the same step (forward, loss, ``backward()``, ``Adam.step()``)
@@ -36,6 +37,7 @@ import xpgrad as xg
 
 from . import nn
 from ._exceptions import BackendNotInstalledError, XpgradError, XpgradValueError
+from .utils.data import DataLoader, TensorDataset
 
 __all__ = ["BACKENDS", "MODELS", "DemoResult", "add_demo_parser", "build_model", "load_digits_split",
            "plot_history", "train", "train_step"]
@@ -239,25 +241,22 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
 
         net = build_model(model)
         opt = xg.optim.Adam(net.parameters(), lr=lr)
-        n = x_tr.shape[0]
-        n_batches = -(-n // batch_size)
+        xt, yt, xe, ye = (to_backend(a) for a in (x_tr, y_tr, x_te, y_te))
+        loader = DataLoader(TensorDataset(xt, yt), batch_size=batch_size, shuffle=True,
+                            generator=np.random.default_rng(seed))
+        n_batches = len(loader)
         sched = xg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * n_batches)
         jitted = xg.jit(train_step)
         step = jitted if jit else train_step
-        xt, yt, xe, ye = (to_backend(a) for a in (x_tr, y_tr, x_te, y_te))
-        order = np.random.default_rng(seed)
         net.train()
         for epoch in range(epochs):
-            perm = order.permutation(n)
             bar = tqdm(total=n_batches, desc=f"epoch {epoch + 1}/{epochs}", unit="batch", leave=True,
                        file=sys.stderr, dynamic_ncols=True) if tqdm is not None else None
             loss_sum, correct, seen = 0.0, 0, 0
-            for i in range(0, n, batch_size):
-                idx = to_backend(perm[i : i + batch_size])
-                xb, yb = xg.take(xt, idx, axis=0), xg.take(yt, idx, axis=0)
+            for xb, yb in loader:
                 loss, hits = step(net, opt, xb, yb)
                 sched.step()
-                m = int(idx.shape[0])
+                m = int(yb.shape[0])
                 loss_sum += float(loss) * m
                 correct += int(hits)
                 seen += m

@@ -9,7 +9,34 @@ namespace functions, so models run and differentiate on every backend.
 from __future__ import annotations
 
 from . import functional, init, utils
-from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Sequential
 from .layers import (
@@ -51,6 +78,8 @@ __all__ = [
     "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "GroupNorm", "MultiheadAttention",
     "ReLU", "LeakyReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "ELU", "Softmax", "LogSoftmax",
+    "CELU", "SELU", "ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Softshrink", "Hardshrink", "Tanhshrink",
+    "GLU", "Mish", "LogSigmoid", "Softsign", "Threshold", "PReLU", "RReLU",
     "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss",
     "functional", "init", "utils",

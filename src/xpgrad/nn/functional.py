@@ -36,7 +36,8 @@ __all__ = [
     "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
     "scaled_dot_product_attention", "multi_head_attention_forward",
     "relu", "leaky_relu", "gelu", "silu", "tanh", "sigmoid", "softplus", "elu", "softmax", "log_softmax",
-    "logsigmoid",
+    "logsigmoid", "celu", "selu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "softshrink", "hardshrink",
+    "tanhshrink", "glu", "mish", "softsign", "threshold", "prelu", "rrelu",
     "mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "kl_div",
 ]
@@ -417,6 +418,232 @@ def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     above = bx > threshold
     soft = xg.log1p(xg.exp(xg.where(above, 0.0, bx))) / beta
     return xg.where(above, input, soft)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def celu(input: Any, alpha: float = 1.0) -> Tensor:
+    """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)``; the gradient at 0 is 1, as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.celu(xg.asarray([-1.0, 2.0]), alpha=2.0)
+        Tensor([-0.78693868,  2.        ], dtype=float64, device=cpu)
+    """
+    if alpha == 0:
+        msg = f"celu: alpha must not be 0, got {alpha!r}"
+        raise XpgradValueError(msg)
+    pos = input > 0
+    return xg.where(pos, input, alpha * xg.expm1(xg.where(pos, 0.0, input) * (1.0 / alpha)))
+
+
+def selu(input: Any) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalizing constants; the gradient at 0 is ``scale * alpha``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.selu(xg.asarray([-1.0, 1.0]))
+        Tensor([-1.11133074,  1.05070099], dtype=float64, device=cpu)
+    """
+    return _SELU_SCALE * elu(input, _SELU_ALPHA)
+
+
+def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``x`` clipped to ``[min_val, max_val]``; the gradient is 0 at both ends, as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.hardtanh(xg.asarray([-2.0, 0.5, 2.0]))
+        Tensor([-1. ,  0.5,  1. ], dtype=float64, device=cpu)
+    """
+    if min_val > max_val:
+        msg = f"hardtanh: min_val must not exceed max_val, got {min_val!r} and {max_val!r}"
+        raise XpgradValueError(msg)
+    # the scalar branches make the gradient 0 at both ends (PyTorch's convention)
+    return xg.where(input <= min_val, min_val, xg.where(input >= max_val, max_val, input))
+
+
+def relu6(input: Any) -> Tensor:
+    """``min(max(x, 0), 6)``: :func:`hardtanh` on ``[0, 6]`` (gradient 0 at 0 and at 6, as in PyTorch).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.relu6(xg.asarray([-1.0, 3.0, 7.0]))
+        Tensor([0., 3., 6.], dtype=float64, device=cpu)
+    """
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Any) -> Tensor:
+    """``relu6(x + 3) / 6``; the gradient is 0 at -3 and 3, as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.hardsigmoid(xg.asarray([-4.0, 0.0, 4.0]))
+        Tensor([0. , 0.5, 1. ], dtype=float64, device=cpu)
+    """
+    return hardtanh(input, -3.0, 3.0) * (1.0 / 6.0) + 0.5
+
+
+def hardswish(input: Any) -> Tensor:
+    """``x * relu6(x + 3) / 6``; the gradient is 0 at -3 and 1 at 3, as in PyTorch.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.hardswish(xg.asarray([-4.0, 1.0, 4.0]))
+        Tensor([0.        , 0.66666667, 4.        ], dtype=float64, device=cpu)
+    """
+    # PyTorch's backward: 0 up to -3, x / 3 + 1/2 inside (-3, 3), 1 from 3 on
+    mid = (input > -3.0) & (input < 3.0)
+    middle = input * (input + 3.0) * (1.0 / 6.0)
+    return xg.where(mid, middle, xg.where(input >= 3.0, input, 0.0))
+
+
+def softshrink(input: Any, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0 (gradient 0 at the kinks).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.softshrink(xg.asarray([-1.0, 0.2, 1.0]))
+        Tensor([-0.5,  0. ,  0.5], dtype=float64, device=cpu)
+    """
+    if lambd < 0:
+        msg = f"softshrink: lambd must be non-negative, got {lambd!r}"
+        raise XpgradValueError(msg)
+    return xg.where(input > lambd, input - lambd, xg.where(input < -lambd, input + lambd, 0.0))
+
+
+def hardshrink(input: Any, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0 (gradient 0 at the kinks).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.hardshrink(xg.asarray([-1.0, 0.2, 1.0]))
+        Tensor([-1.,  0.,  1.], dtype=float64, device=cpu)
+    """
+    return xg.where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def tanhshrink(input: Any) -> Tensor:
+    """``x - tanh(x)``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.tanhshrink(xg.asarray([1.0]))
+        Tensor([0.23840584], dtype=float64, device=cpu)
+    """
+    return input - xg.tanh(input)
+
+
+def softsign(input: Any) -> Tensor:
+    """``x / (1 + |x|)``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.softsign(xg.asarray([-1.0, 3.0]))
+        Tensor([-0.5 ,  0.75], dtype=float64, device=cpu)
+    """
+    return input / (1.0 + xg.abs(input))
+
+
+def mish(input: Any) -> Tensor:
+    """``x * tanh(softplus(x))``, without overflow for any ``x``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.mish(xg.asarray([0.0, 1.0]))
+        Tensor([0.        , 0.86509839], dtype=float64, device=cpu)
+    """
+    return input * xg.tanh(_softplus0(input))
+
+
+def threshold(input: Any, threshold: float, value: float) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value`` (gradient 0 at ``threshold``, as in PyTorch).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.threshold(xg.asarray([0.5, 2.0]), 1.0, -1.0)
+        Tensor([-1.,  2.], dtype=float64, device=cpu)
+    """
+    return xg.where(input > threshold, input, value)
+
+
+def glu(input: Any, dim: int = -1) -> Tensor:
+    """The gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``input`` along ``dim``.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.glu(xg.asarray([[1.0, 2.0, 0.0, 100.0]]))
+        Tensor([[0.5, 2. ]], dtype=float64, device=cpu)
+    """
+    shape = _shape(input)
+    nd = len(shape)
+    if not -nd <= dim < nd:
+        msg = f"glu: dim {dim!r} is out of range for an input of {nd} dimensions"
+        raise XpgradIndexError(msg)
+    d = dim % nd
+    n = shape[d]
+    if n % 2:
+        msg = f"glu: the size of dim {dim} must be even, got {n}"
+        raise XpgradValueError(msg)
+    before = (slice(None),) * d
+    first = (*before, slice(0, n // 2), Ellipsis)
+    second = (*before, slice(n // 2, n), Ellipsis)
+    a, b = input[first], input[second]
+    return a * sigmoid(b)
+
+
+def prelu(input: Any, weight: Any) -> Tensor:
+    """``x`` where positive, else ``weight * x``, one slope per channel (axis 1); the gradient at 0 is ``weight``.
+
+    ``weight`` has one element (shared) or one per channel (``input.shape[1]``).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.prelu(xg.asarray([[-1.0, 2.0]]), xg.asarray([0.25]))
+        Tensor([[-0.25,  2.  ]], dtype=float64, device=cpu)
+    """
+    wshape = _shape(weight)
+    n = math.prod(wshape)
+    shape = _shape(input)
+    if len(wshape) > 1:
+        msg = f"prelu: weight must be 0-d or 1-d, got shape {wshape}"
+        raise XpgradValueError(msg)
+    if n != 1:
+        channels = shape[1] if len(shape) >= 2 else (shape[0] if shape else 1)
+        if n != channels:
+            msg = f"prelu: weight has {n} elements for {channels} channels (input shape {shape})"
+            raise XpgradValueError(msg)
+        if len(shape) >= 2:
+            weight = xg.reshape(weight, (n,) + (1,) * (len(shape) - 2))
+    return xg.where(input > 0, input, input * weight)
+
+
+def rrelu(input: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """Randomized leaky ReLU: slope ``(lower + upper) / 2`` for ``x <= 0`` when not training.
+
+    When training, each element's slope is drawn uniformly from ``[lower, upper)`` by
+    :mod:`xpgrad.random` (the policy's seed makes it reproducible, as for dropout).
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> xg.nn.functional.rrelu(xg.asarray([-1.0, 2.0]), 0.1, 0.3)
+        Tensor([-0.2,  2. ], dtype=float64, device=cpu)
+    """
+    if not 0 <= lower <= upper:
+        msg = f"rrelu: need 0 <= lower <= upper, got lower={lower!r} and upper={upper!r}"
+        raise XpgradValueError(msg)
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2.0)
+    name = dtype_name(_dtype(input))
+    if not is_float(name):
+        msg = f"rrelu: expected a floating tensor, got dtype {name}"
+        raise XpgradTypeError(msg)
+    slopes = xg.random.uniform(_shape(input), low=lower, high=upper, dtype=name)
+    slopes = move_array(slopes, _bxp(input), _device(input))
+    return xg.where(input > 0, input, input * slopes)
 
 
 def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> Tensor:

@@ -1,0 +1,7 @@
+"""Utilities, PyTorch style: :mod:`xpgrad.utils.data` (datasets and minibatches)."""
+
+from __future__ import annotations
+
+from . import data
+
+__all__ = ["data"]

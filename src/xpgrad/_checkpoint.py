@@ -446,5 +446,5 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     return t.unflatten(out, result)
 
 
-#: JAX's name for :func:`checkpoint`
+#: JAX's name for `checkpoint`
 remat = checkpoint

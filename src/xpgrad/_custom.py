@@ -640,7 +640,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool,
                   st: tuple[Any, ...] = ()) -> list[Any]:
         """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape (``st``: the vmap levels
-        of a batched backward pass, see :meth:`_Call._batched_cotangents`)."""
+        of a batched backward pass, see `_Call._batched_cotangents`)."""
         t = functional
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):

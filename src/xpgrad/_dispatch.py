@@ -33,7 +33,7 @@ __all__ = [
 
 _SCALARS = (bool, int, float, complex, type(None))
 #: NumPy's scalar types (``numpy.float64(2.0)``, ``numpy.int64``, ``numpy.bool_``...): next to an
-#: array of any library they are Python scalars (see :func:`python_scalars`); alone (a NumPy full
+#: array of any library they are Python scalars (see `python_scalars`); alone (a NumPy full
 #: reduction's result) they are NumPy's 0-d arrays. ``longdouble`` has no Python scalar: not one.
 NUMPY_SCALARS: frozenset[type] = frozenset(
     getattr(np, n) for n in (

@@ -15,7 +15,7 @@ device (and NumPy strides, which decide which results are views); each Tensor's
 ``requires_grad`` and whether it has a ``.grad``; the values of static arguments and of
 Python scalars; Modules (their identity and train/eval flags) and optimizers (their
 identity, hyperparameters and which state they hold); the default-device policy; grad
-and anomaly modes; and the guards (:class:`_Guards`): the Python state the call can read
+and anomaly modes; and the guards (`_Guards`): the Python state the call can read
 (Module attributes and hooks, Tensor hooks, plain objects' attributes, ``f``'s closures
 and the globals it names), whose Tensors are implicit inputs of the program.
 """
@@ -686,7 +686,7 @@ class Jitted:
         return flat, targs, tkw
 
     def _guards(self, flat: _Flat, targs: Any, tkw: Any) -> Any:
-        """The guard of a call (see :class:`_Guards`): what its arguments' objects and ``f``'s
+        """The guard of a call (see `_Guards`): what its arguments' objects and ``f``'s
         closures and globals hold; their Tensors join ``flat.tensors``."""
         g = _Guards(flat)
         g.walk(targs)
@@ -1046,7 +1046,7 @@ def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, T
 
 def _call_tensors(f: Any, args: Any, kwargs: Any) -> dict[int, Tensor]:
     """The Tensors a call of ``f`` reads, in the order of a jitted call's: its arguments', then those
-    :class:`_Guards` finds (closures, globals, objects' attributes)."""
+    `_Guards` finds (closures, globals, objects' attributes)."""
     flat = _Flat()
     flat.tensors = _tensors_of((args, kwargs))
     g = _Guards(flat, eager=False)
@@ -1169,7 +1169,7 @@ def _rng_now() -> tuple[Any, Any]:
 
 
 class _Call:
-    """One differentiable call of a jitted function: its residuals, for the backward program (see :class:`_Linear`)."""
+    """One differentiable call of a jitted function: its residuals, for the backward program (see `_Linear`)."""
 
     def __init__(self, owner: Jitted, lin: _Linear, residuals: tuple[Any, ...], args: Any, kwargs: Any,
                  rng: Any, outs: list[Any]) -> None:

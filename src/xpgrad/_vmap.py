@@ -56,7 +56,7 @@ def vmap(
         axis_size: the batch size, needed only when no argument is mapped.
         chunk_size: map at most this many examples at once (less memory, more calls);
             the results are concatenated, and equal the unchunked ones (random draws included).
-        randomness: how the functions of :mod:`xpgrad.random` (and so ``Dropout``) draw
+        randomness: how the functions of `xpgrad.random` (and so ``Dropout``) draw
             inside ``f``, as torch.func's: ``"same"`` (the default: one draw, shared by every
             example, as JAX with one key), ``"different"`` (one draw per example) or
             ``"error"`` (a random function raises).

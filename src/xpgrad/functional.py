@@ -50,7 +50,7 @@ PRIVATE_LEAVES: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDict
 
 
 def note_private(t: Tensor) -> None:
-    """Note leaf ``t``, made by a transform for its own use, in :data:`PRIVATE_LEAVES`."""
+    """Note leaf ``t``, made by a transform for its own use, in `PRIVATE_LEAVES`."""
     PRIVATE_LEAVES[id(t)] = t
 
 _identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal")

@@ -210,7 +210,7 @@ class Generator:
               func: str = "random") -> Tensor:
         """``draw`` on the host generator (under the lock), rounded to ``name``, moved to ``xp`` on ``dev``.
 
-        Inside vmap the levels' ``randomness`` decides (see :class:`VmapRandom`): a batched value
+        Inside vmap the levels' ``randomness`` decides (see `VmapRandom`): a batched value
         with one draw per example along the ``"different"`` levels."""
         st = STACK.get()
         if st:
@@ -466,7 +466,7 @@ def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 class VmapRandom:
-    """How the random functions draw inside one :func:`xpgrad.vmap` call (shared by its chunks).
+    """How the random functions draw inside one `xpgrad.vmap` call (shared by its chunks).
 
     ``randomness="same"``: each draw is made once, from the generator itself, and shared by
     the examples; every chunk starts from the generator's state at the call's first draw,

@@ -488,7 +488,7 @@ def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
     return apply2(prim, a, _NOARG, kw)
 
 
-#: ``b`` of :func:`apply2` and :func:`_record12` for a one-argument call
+#: ``b`` of `apply2` and `_record12` for a one-argument call
 _NOARG: Any = object()
 
 
@@ -516,9 +516,9 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
     return _wrap(o, node, oidx)
 
 
-# The fast path: :func:`apply` and :func:`_record` for one or two arguments of a ``fast``
+# The fast path: `apply` and `_record` for one or two arguments of a ``fast``
 # primitive (one output, not a view; an integer result of a ``check_dtype`` one is a
-# constant, as in :func:`apply`): most ops of a training step. The same steps and the same
+# constant, as in `apply`): most ops of a training step. The same steps and the same
 # Node (through ``_new_node`` and ``_wrap``), without the per-argument loop, the lists and
 # the ``*args`` calls (about half the cost per op).
 #: Python scalars: an elementwise function given only these (``xg.log(2.0)``) computes on a

@@ -121,7 +121,7 @@ class enable_grad(set_grad_enabled):  # noqa: N801
 
 #: the namespace that gradient rules run on when the backward pass is itself recorded
 #: (``create_graph``; forward-mode tangents on the tape): the ``xpgrad`` package, which
-#: registers itself as it is imported (:func:`set_graph_namespace`), so that the autograd
+#: registers itself as it is imported (`set_graph_namespace`), so that the autograd
 #: core, which sits below it, never imports it
 _GRAPH_NS: ModuleType | None = None
 

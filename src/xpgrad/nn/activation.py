@@ -150,7 +150,7 @@ class _Plain(Module):
 
 
 class SELU(_Plain):
-    """The self-normalizing ELU (see :func:`xpgrad.nn.functional.selu`).
+    """The self-normalizing ELU (see `xpgrad.nn.functional.selu`).
 
     Examples:
         >>> import xpgrad as xg
@@ -162,7 +162,7 @@ class SELU(_Plain):
 
 
 class ReLU6(_Plain):
-    """``min(max(x, 0), 6)`` (see :func:`xpgrad.nn.functional.relu6`).
+    """``min(max(x, 0), 6)`` (see `xpgrad.nn.functional.relu6`).
 
     Examples:
         >>> import xpgrad as xg
@@ -174,7 +174,7 @@ class ReLU6(_Plain):
 
 
 class Hardswish(_Plain):
-    """``x * relu6(x + 3) / 6`` (see :func:`xpgrad.nn.functional.hardswish`).
+    """``x * relu6(x + 3) / 6`` (see `xpgrad.nn.functional.hardswish`).
 
     Examples:
         >>> import xpgrad as xg
@@ -186,7 +186,7 @@ class Hardswish(_Plain):
 
 
 class Hardsigmoid(_Plain):
-    """``relu6(x + 3) / 6`` (see :func:`xpgrad.nn.functional.hardsigmoid`).
+    """``relu6(x + 3) / 6`` (see `xpgrad.nn.functional.hardsigmoid`).
 
     Examples:
         >>> import xpgrad as xg
@@ -198,7 +198,7 @@ class Hardsigmoid(_Plain):
 
 
 class Tanhshrink(_Plain):
-    """``x - tanh(x)`` (see :func:`xpgrad.nn.functional.tanhshrink`).
+    """``x - tanh(x)`` (see `xpgrad.nn.functional.tanhshrink`).
 
     Examples:
         >>> import xpgrad as xg
@@ -210,7 +210,7 @@ class Tanhshrink(_Plain):
 
 
 class Mish(_Plain):
-    """``x * tanh(softplus(x))`` (see :func:`xpgrad.nn.functional.mish`).
+    """``x * tanh(softplus(x))`` (see `xpgrad.nn.functional.mish`).
 
     Examples:
         >>> import xpgrad as xg
@@ -222,7 +222,7 @@ class Mish(_Plain):
 
 
 class LogSigmoid(_Plain):
-    """``log(sigmoid(x))`` (see :func:`xpgrad.nn.functional.logsigmoid`).
+    """``log(sigmoid(x))`` (see `xpgrad.nn.functional.logsigmoid`).
 
     Examples:
         >>> import xpgrad as xg
@@ -234,7 +234,7 @@ class LogSigmoid(_Plain):
 
 
 class Softsign(_Plain):
-    """``x / (1 + |x|)`` (see :func:`xpgrad.nn.functional.softsign`).
+    """``x / (1 + |x|)`` (see `xpgrad.nn.functional.softsign`).
 
     Examples:
         >>> import xpgrad as xg
@@ -351,7 +351,7 @@ class Threshold(Module):
 
 
 class GLU(Module):
-    """The gated linear unit along ``dim`` (see :func:`xpgrad.nn.functional.glu`).
+    """The gated linear unit along ``dim`` (see `xpgrad.nn.functional.glu`).
 
     Examples:
         >>> import xpgrad as xg

@@ -466,7 +466,7 @@ def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
 
 
 def relu6(input: Any) -> Tensor:
-    """``min(max(x, 0), 6)``: :func:`hardtanh` on ``[0, 6]`` (gradient 0 at 0 and at 6, as in PyTorch).
+    """``min(max(x, 0), 6)``: `hardtanh` on ``[0, 6]`` (gradient 0 at 0 and at 6, as in PyTorch).
 
     Examples:
         >>> import xpgrad as xg
@@ -625,7 +625,7 @@ def rrelu(input: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: 
     """Randomized leaky ReLU: slope ``(lower + upper) / 2`` for ``x <= 0`` when not training.
 
     When training, each element's slope is drawn uniformly from ``[lower, upper)`` by
-    :mod:`xpgrad.random` (the policy's seed makes it reproducible, as for dropout).
+    `xpgrad.random` (the policy's seed makes it reproducible, as for dropout).
 
     Examples:
         >>> import xpgrad as xg
@@ -1124,7 +1124,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
 
 # Softmax cross-entropy of class-index targets, fused: one node instead of the ~15 of
 # log_softmax + nll_loss. Every option (weight, ignore_index, label_smoothing) arrives in
-# two constants built by :func:`_xent_targets`: ``q``, the weighted target distribution
+# two constants built by `_xent_targets`: ``q``, the weighted target distribution
 # (one per logit: ``valid * w_c * ((1 - eps) onehot + eps / C)``), and ``qsum``, its sum
 # over the class axis (keepdims); ``den`` (reduction="mean" only) is the summed weight of
 # the counted targets. The loss per position is ``-sum_c q logp``, and its derivative

@@ -202,7 +202,7 @@ def _leaves(obj: Any, out: list[Any]) -> list[Any]:
 
 
 def _stacked(obj: Any, like: Tensor, dt: Any) -> Tensor:
-    """A nested sequence as nested :func:`stack` calls (differentiable, batched, traced, as
+    """A nested sequence as nested `stack` calls (differentiable, batched, traced, as
     ``jnp.asarray([x, 2 * x])``): every leaf cast to ``dt``, the constants made arrays of
     ``like``'s library and device."""
     if isinstance(obj, (list, tuple)):
@@ -283,7 +283,7 @@ def asarray(
 
     A nested sequence holding Tensors is stacked, as ``jnp.asarray([x, 2 * x])`` is in
     JAX: the result keeps the graph (``xg.asarray([t, 2 * t])`` has the gradient ``[1,
-    2]``; under :func:`xpgrad.vmap` and :func:`xpgrad.jit` too) and the first Tensor's
+    2]``; under `xpgrad.vmap` and `xpgrad.jit` too) and the first Tensor's
     library and device; Python numbers and arrays beside the Tensors are constants there,
     and the dtype is the ``result_type`` of the items (Python numbers weakly typed) unless
     ``dtype=`` says.

@@ -1,4 +1,4 @@
-"""Utilities, PyTorch style: :mod:`xpgrad.utils.data` (datasets and minibatches)."""
+"""Utilities, PyTorch style: `xpgrad.utils.data` (datasets and minibatches)."""
 
 from __future__ import annotations
 

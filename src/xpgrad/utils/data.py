@@ -1,8 +1,8 @@
 """Datasets and minibatches, PyTorch style (``torch.utils.data``), for arrays of any library.
 
-A :class:`DataLoader` yields batches in the dataset's own library and on its own
+A `DataLoader` yields batches in the dataset's own library and on its own
 device: NumPy arrays stay NumPy, torch tensors stay torch, Tensors stay
-Tensors, and Dask arrays stay lazy (nothing is computed). A :class:`TensorDataset` is
+Tensors, and Dask arrays stay lazy (nothing is computed). A `TensorDataset` is
 indexed a whole batch at a time (``take`` of the array's namespace with an integer array
 of that library, or a slice without shuffling), never sample by sample.
 """
@@ -148,17 +148,17 @@ class DataLoader:
     """Minibatches of a dataset: ``batch_size`` samples at a time, optionally shuffled, each epoch.
 
     Args:
-        dataset: a :class:`TensorDataset` (batched indexing), or any :class:`Dataset`
+        dataset: a `TensorDataset` (batched indexing), or any `Dataset`
             (``__getitem__`` and ``__len__``; its samples are collated).
         batch_size: samples per batch (the last one may be shorter unless ``drop_last``).
         shuffle: a new random order every epoch (every ``iter``): reproducible from
             ``generator`` (an int seed or a ``numpy.random.Generator``), different from
             one epoch to the next. Without ``generator``, the seed is drawn from
-            :mod:`xpgrad.random` when the loader is made (so the policy's seed fixes it).
+            `xpgrad.random` when the loader is made (so the policy's seed fixes it).
         drop_last: drop the last batch when it is short.
         collate_fn: builds a batch from the list of samples. Without it, a
             TensorDataset's batches are taken whole (no per-sample stacking) and other
-            datasets' samples go through :func:`default_collate`.
+            datasets' samples go through `default_collate`.
         generator: the seed or NumPy generator of the shuffling.
 
     Examples:

@@ -61,6 +61,15 @@ def test_a_list_into_a_users_model_names_the_model(backend: Backend) -> None:
     assert isinstance(info.value.__cause__, (AttributeError, TypeError))  # the original error, for the traceback
 
 
+def test_a_forwards_own_error_next_to_a_list_argument_is_kept(backend: Backend) -> None:
+    class Picks(xg.nn.Module):
+        def forward(self, x: Any, which: list[int]) -> Any:
+            return x.no_such_method(which)  # the user's bug, not the list's
+
+    with pytest.raises(AttributeError, match="no_such_method"):
+        Picks()(_x(backend, (3,)), [0, 2])
+
+
 def test_a_list_into_functional_linear(backend: Backend) -> None:
     with pytest.raises(xg.XpgradTypeError, match=r"^linear: the input must be an array .*not list \[\[1\.0, 2\.0, 3\.0\]\].*"
                                                 r"xg\.asarray"):

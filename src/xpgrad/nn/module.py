@@ -60,8 +60,11 @@ def _refuse_raw_input(module: Module, args: tuple[Any, ...], kwargs: dict[str, A
     'input' must be Tensor, not list", xpgrad's layers used to say "'list' object has no attribute 'shape'".
     A layer inside a model names the model, the module the user called.
     """
+    said = str(err)
     for i, x in enumerate([*args, *kwargs.values()]):
-        if _is_raw(x):
+        # only where the error is about the list ("'list' object has no attribute 'shape'", "got list",
+        # "can't multiply sequence"): a forward's own bug next to a list argument keeps its error
+        if _is_raw(x) and (type(x).__name__ in said or "sequence" in said):
             r = repr(x)
             r = r if len(r) <= 60 else r[:57] + "..."
             msg = (f"{_layer_name(module)}: {_argument(i, args, kwargs)} must be an array or an xpgrad Tensor, "

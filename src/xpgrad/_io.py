@@ -377,6 +377,44 @@ def _tree(target: str, raw: str, headers: dict[str, tuple[str, list[int]]]) -> t
     return tree, checker.refs
 
 
+def _not_safetensors(target: str) -> str | None:
+    """The message for a file of another format that :func:`load` was given, or None.
+
+    Read where safetensors refused the file (its own text, "header too large", names no format):
+    ``torch.save`` writes a zip archive holding ``data.pkl`` (older torch a bare pickle),
+    ``np.savez`` a zip of ``.npy`` files, ``np.save`` a ``.npy`` file.
+    """
+    import zipfile
+
+    try:
+        with open(target, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return None
+    cure = ("xg.load reads safetensors only (it never unpickles). Convert it once: in torch, "
+            "sd = torch.load(path, weights_only=True), then model.load_state_dict(sd) on the xpgrad model, "
+            "or xg.save(sd, 'model.safetensors') to keep a safetensors copy")
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(target) as z:
+                names = z.namelist()
+        except (zipfile.BadZipFile, OSError):
+            names = []
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return f"load: {target!r} is a PyTorch checkpoint (torch.save's zip of a pickle), not a safetensors file; {cure}"
+        if names and all(n.endswith(".npy") for n in names):
+            return (f"load: {target!r} is a NumPy .npz archive (np.savez), not a safetensors file; load it with "
+                    "np.load(path) and pass the arrays to model.load_state_dict(...) or xg.save(...)")
+        return None
+    if head.startswith(b"\x80"):
+        return (f"load: {target!r} is a Python pickle (an older torch.save, or pickle.dump), not a safetensors "
+                f"file; {cure}")
+    if head.startswith(b"\x93NUMPY"):
+        return (f"load: {target!r} is a NumPy .npy file (np.save), not a safetensors file; load it with "
+                "np.load(path) and wrap it with xg.asarray(...)")
+    return None
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load what [`save`][xpgrad.save] wrote (or any safetensors file) as Tensors on the current policy.
 
@@ -395,7 +433,10 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no such file.
         XpgradValueError: the file is not a complete safetensors file, or its
-            xpgrad metadata is malformed (names the problem and where it is).
+            xpgrad metadata is malformed (names the problem and where it is). A
+            ``torch.save`` checkpoint (or a NumPy ``.npy``/``.npz`` file) is named as
+            such, with how to convert it: ``torch.load(path, weights_only=True)``,
+            then ``model.load_state_dict(sd)`` or ``xg.save(sd, path)``.
 
     Examples:
         >>> import os, tempfile, xpgrad as xg
@@ -430,7 +471,8 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     except XpgradValueError:
         raise
     except Exception as e:
-        msg = f"load: {target!r} is not a valid safetensors file (corrupt or truncated?): {e}"
+        msg = _not_safetensors(target) or (
+            f"load: {target!r} is not a valid safetensors file (corrupt or truncated?): {e}")
         raise XpgradValueError(msg) from e
     p = current_policy()
     xp, dev = p.xp, p.device

@@ -164,6 +164,11 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
         t = Tensor(out)
     elif isinstance(out, _SCALARS):
         _cut.number_output(func, fname, out, cuts)  # raises: a Python number carries no gradient
+    elif isinstance(out, (tuple, list)) and out:  # (loss, aux), as JAX's has_aux takes it
+        msg = (f"{func}: the function must return a scalar array, got {type(out).__name__} of {len(out)} from "
+               f"{fname}; if it returns (loss, aux), pass has_aux=True ({func}({fname}, has_aux=True)) to "
+               "differentiate the loss and get aux back as is; else return the scalar loss alone")
+        raise XpgradTypeError(msg)
     else:
         msg = f"{func}: the function must return a scalar array, got {type(out).__name__}"
         raise XpgradTypeError(msg)

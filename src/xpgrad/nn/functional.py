@@ -57,6 +57,12 @@ def _shape(x: Any) -> tuple[Any, ...]:
     return tuple(x.shape)
 
 
+def _short(x: Any, width: int = 60) -> str:
+    """``repr(x)`` cut to ``width`` characters, for a message."""
+    r = repr(x)
+    return r if len(r) <= width else r[: width - 3] + "..."
+
+
 def _dtype(x: Any) -> Any:
     """The backend dtype of ``x``."""
     return _raw(x).dtype
@@ -142,6 +148,10 @@ def _check_linear(input: Any, weight: Any, func: str) -> None:
     """Raise naming ``func`` and both shapes if ``input``'s last axis is not ``weight``'s ``in_features``.
 
     Run where the product failed, not before every one (a forward that works pays nothing)."""
+    if not hasattr(input, "shape"):  # torch: "linear(): argument 'input' must be Tensor, not list"
+        msg = (f"{func}: the input must be an array or an xpgrad Tensor, not {type(input).__name__} "
+               f"{_short(input)}; convert it first with xg.asarray(...)")
+        raise XpgradTypeError(msg)
     xs, ws = _shape(input), _shape(weight)
     if len(ws) != 2:
         msg = f"{func}: weight must have shape (out_features, in_features), got {ws}"

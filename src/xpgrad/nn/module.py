@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from .._backends import resolve_device
 from .._dispatch import backend_namespace
 from .._dtypes import DType, dtype_name, is_float
-from .._exceptions import XpgradTypeError, XpgradValueError
+from .._exceptions import NamespaceMismatchError, XpgradTypeError, XpgradValueError
 from .._io import move_array
 from .._policy import _namespace_of
 from ..autograd._grad_mode import no_grad
@@ -42,6 +42,80 @@ class IncompatibleKeys(NamedTuple):
 
 def _shape(t: Any) -> tuple[Any, ...]:
     return tuple((t.data if isinstance(t, Tensor) else t).shape)
+
+
+def _is_raw(x: Any) -> bool:
+    """Whether ``x`` is a (nested) Python list or tuple of numbers, not an array."""
+    if not isinstance(x, (list, tuple)):
+        return False
+    while isinstance(x, (list, tuple)) and x:
+        x = x[0]
+    return isinstance(x, (list, tuple, bool, int, float, complex))
+
+
+def _refuse_raw_input(module: Module, args: tuple[Any, ...], kwargs: dict[str, Any], err: BaseException) -> None:
+    """Raise naming ``module`` where its forward failed on a Python list of numbers (``Linear(3, 2)([1.0, 2.0, 3.0])``).
+
+    Run where forward raised, so a call that works pays nothing; torch says "linear(): argument
+    'input' must be Tensor, not list", xpgrad's layers used to say "'list' object has no attribute 'shape'".
+    A layer inside a model names the model, the module the user called.
+    """
+    said = str(err)
+    for i, x in enumerate([*args, *kwargs.values()]):
+        # only where the error is about the list ("'list' object has no attribute 'shape'", "got list",
+        # "can't multiply sequence"): a forward's own bug next to a list argument keeps its error
+        if _is_raw(x) and (type(x).__name__ in said or "sequence" in said):
+            r = repr(x)
+            r = r if len(r) <= 60 else r[:57] + "..."
+            msg = (f"{_layer_name(module)}: {_argument(i, args, kwargs)} must be an array or an xpgrad Tensor, "
+                   f"not a Python {type(x).__name__} {r}; convert it first with xg.asarray(...)")
+            _raise_as_layer(XpgradTypeError(msg), err)
+
+
+def _layer_name(module: Module) -> str:
+    """``Linear(in_features=3, out_features=2, bias=True)``, or the class name where that is long or empty."""
+    extra = module.extra_repr()
+    return f"{type(module).__name__}({extra})" if extra and len(extra) <= 80 else type(module).__name__
+
+
+def _argument(i: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    return f"argument {i}" if i < len(args) else f"argument {list(kwargs)[i - len(args)]!r}"
+
+
+def _raise_as_layer(new: Exception, err: BaseException) -> None:
+    """Raise ``new``, chained to the backend's error (a layer inside a model: the model, the module called, says it)."""
+    cause = err.__cause__ if getattr(err, "_xpgrad_as_layer", False) else err
+    new._xpgrad_as_layer = True  # type: ignore[attr-defined]
+    raise new from cause
+
+
+def _refuse_other_library(module: Module, args: tuple[Any, ...], kwargs: dict[str, Any], err: BaseException) -> None:
+    """Raise naming ``module`` and ``module.to(xp=...)`` where an input is of another library than its parameters.
+
+    Run where forward raised a NamespaceMismatchError, whose text names the primitive deep inside
+    (``matmul``), not the model or the cure.
+    """
+    from .._backends import library_of
+
+    first = next(iter([*module.parameters(), *module.buffers()]), None)
+    if first is None:
+        return
+    own = library_of(backend_namespace(first.data))
+    for i, x in enumerate([*args, *kwargs.values()]):
+        data = x.data if isinstance(x, Tensor) else x
+        if not hasattr(data, "shape"):
+            continue
+        try:
+            lib = library_of(backend_namespace(data))
+        except Exception:  # noqa: BLE001 - not an array of any library: not this refusal
+            continue
+        if lib != own:
+            dev = getattr(data, "device", None)
+            where = f", device={str(dev)!r}" if dev is not None and "cpu" not in str(dev).lower() else ""
+            msg = (f"{_layer_name(module)}: its parameters are {own} arrays but {_argument(i, args, kwargs)} is a "
+                   f"{lib} array (shape {tuple(data.shape)}); move the model first with "
+                   f"model.to(xp={lib!r}{where}), or convert the input to {own}")
+            _raise_as_layer(NamespaceMismatchError(msg), err)
 
 
 class Module:
@@ -85,7 +159,13 @@ class Module:
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
+        try:
+            out = self.forward(*args, **kwargs)
+        except (AttributeError, TypeError) as e:  # a list, or another library's array: say it as the layer
+            _refuse_raw_input(self, args, kwargs, e)
+            if isinstance(e, NamespaceMismatchError):
+                _refuse_other_library(self, args, kwargs, e)
+            raise
         for hook in list(self._forward_hooks.values()):
             res = hook(self, args, out)
             if res is not None:

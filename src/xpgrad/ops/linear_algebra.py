@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._exceptions import XpgradTypeError
+from .._exceptions import XpgradTypeError, XpgradValueError
 from ._common import Array, conj, fresh
 from ._registry import Chapter
 
@@ -62,12 +62,42 @@ def _matmul_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any) -> Any:
     return xp.squeeze(out, axis=-1) if x2.ndim == 1 else fresh(out)
 
 
+def _known(*sizes: Any) -> bool:
+    """Whether every size is a known int (Dask's unknown chunks give NaN, a lazy backend None)."""
+    return all(isinstance(n, int) for n in sizes)
+
+
+def _check_matmul(s1: tuple[Any, ...], s2: tuple[Any, ...], cause: BaseException) -> None:
+    """Raise naming matmul and both shapes where the product cannot be taken; return where a size is unknown.
+
+    Called where the backend refused the product (``cause``), so a product that works pays nothing
+    (a check before every call cost 0.2 us on NumPy, 0.4 us on torch: 7-10% of a small product).
+    The backends' own texts (NumPy's gufunc signature, torch's "mat1 and mat2 shapes cannot be
+    multiplied", JAX's ``dot_general``, Dask's "Chunks do not add up") name neither shape.
+    """
+    if not s1 or not s2:
+        msg = (f"matmul: x{1 if not s1 else 2} is 0-d (shapes {s1} and {s2}); matmul takes arrays of 1 or more "
+               "axes: use * (xg.multiply) to scale by a scalar")
+        raise XpgradValueError(msg) from cause
+    k1, k2 = s1[-1], s2[-2 if len(s2) > 1 else 0]
+    if _known(k1, k2) and k1 != k2:
+        which1 = "last axis of x1" if len(s1) > 1 else "x1's only axis"
+        which2 = "first of x2's last two axes" if len(s2) > 1 else "x2's only axis"
+        msg = (f"matmul: shapes {s1} and {s2} do not match: {k1} ({which1}) != {k2} ({which2}); "
+               "the inner sizes must be equal (transpose an operand with xg.matrix_transpose, or check the sizes)")
+        raise XpgradValueError(msg) from cause
+
+
 def _matmul_fwd(xp: Any, x1: Any, x2: Any) -> Any:
     if x1 is None or x2 is None:
         # refused before the backend: CuPy 14's matmul crashes the process on None (seen on an H200)
         msg = f"matmul: argument {0 if x1 is None else 1} is None; expected an array or a Tensor"
         raise XpgradTypeError(msg)
-    return xp.matmul(x1, x2)
+    try:
+        return xp.matmul(x1, x2)
+    except Exception as e:  # the backend's text names neither shape: say it as matmul
+        _check_matmul(tuple(getattr(x1, "shape", ())), tuple(getattr(x2, "shape", ())), e)
+        raise
 
 
 @op.function(fwd=_matmul_fwd, vjp=(_matmul_vjp_x1, _matmul_vjp_x2),
@@ -120,7 +150,28 @@ def _tensordot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axes: Any 
     return _back_to(xp, r, [c2[c1.index(j)] for j in sorted(c1)] + free2)
 
 
+def _check_tensordot(s1: tuple[Any, ...], s2: tuple[Any, ...], axes: Any, cause: BaseException) -> None:
+    """Raise naming tensordot, both shapes and the first pair of contracted axes whose sizes differ."""
+    try:
+        c1, c2 = _contracted(axes, len(s1), len(s2))
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):  # a malformed axes: the backend's error says it
+        return
+    for a1, a2 in zip(c1, c2, strict=False):
+        if 0 <= a1 < len(s1) and 0 <= a2 < len(s2) and _known(s1[a1], s2[a2]) and s1[a1] != s2[a2]:
+            msg = (f"tensordot: shapes {s1} and {s2} do not match: axis {a1} of x1 has size {s1[a1]} but axis {a2} "
+                   f"of x2, contracted with it, has size {s2[a2]}; pass axes= pairs of equal sizes")
+            raise XpgradValueError(msg) from cause
+
+
 def _tensordot_fwd(xp: Any, x1: Any, x2: Any, *, axes: Any = 2) -> Any:
+    try:
+        return _tensordot(xp, x1, x2, axes)
+    except Exception as e:  # the backend's text ("shape-mismatch for sum") names neither shape
+        _check_tensordot(tuple(getattr(x1, "shape", ())), tuple(getattr(x2, "shape", ())), axes, e)
+        raise
+
+
+def _tensordot(xp: Any, x1: Any, x2: Any, axes: Any) -> Any:
     if not isinstance(axes, int):  # non-negative: Dask miscomputes negative pairs
         c1, c2 = _contracted(axes, x1.ndim, x2.ndim)
         # no contracted axes is axes=0: CuPy takes a 0-d input only with axes 0 or ((), ()),
@@ -168,8 +219,21 @@ def _vecdot_vjp_x2(xp: Any, g: Any, ans: Any, x1: Any, x2: Any, *, axis: int = -
     return xp.expand_dims(g, axis=_vec_axis(axis, x1, x2)) * x1
 
 
+def _vecdot_fwd(xp: Any, x1: Any, x2: Any, *, axis: int = -1) -> Any:
+    try:
+        return xp.vecdot(x1, x2, axis=axis)
+    except Exception as e:  # the backend's text names neither shape (NumPy: a gufunc signature)
+        s1, s2 = tuple(getattr(x1, "shape", ())), tuple(getattr(x2, "shape", ()))
+        ax = axis if not isinstance(axis, int) or axis < 0 else axis - max(len(s1), len(s2))
+        if isinstance(ax, int) and -len(s1) <= ax < 0 and -len(s2) <= ax < 0 and _known(s1[ax], s2[ax]) and s1[ax] != s2[ax]:
+            msg = (f"vecdot: shapes {s1} and {s2} do not match along axis={axis}: {s1[ax]} != {s2[ax]}; "
+                   "both vectors must have the same length on the reduced axis (pass axis= to pick another)")
+            raise XpgradValueError(msg) from e
+        raise
+
+
 # vecdot conjugates x1, so x1's tangent enters conjugated: the real directional derivative
-@op.function(fwd=lambda xp, x1, x2, *, axis=-1: xp.vecdot(x1, x2, axis=axis), vjp=(_vecdot_vjp_x1, _vecdot_vjp_x2),
+@op.function(fwd=_vecdot_fwd, vjp=(_vecdot_vjp_x1, _vecdot_vjp_x2),
              jvp=(lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(t, x2, axis=axis),
                   lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(x1, t, axis=axis)),
              arrays=2)

@@ -398,6 +398,8 @@ class _NoBatched:  # (until _batched binds the real class: nothing is an instanc
 Batched: Any = _NoBatched
 _vmap_apply: Any = None
 _vmap_getitem: Any = None  # a Tensor indexed by a key holding batched index arrays
+_vmap_write: Any = None  # an in-place write of a batched value (or by a batched key) into a plain Tensor
+_vmap_stack: Any = None  # the ContextVar of the open vmap levels (autograd._batched.STACK)
 
 
 def raw_dtype(t: Any) -> Any:
@@ -405,11 +407,13 @@ def raw_dtype(t: Any) -> Any:
     return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
 
 
-def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
-    global Batched, _vmap_apply, _vmap_getitem
+def _bind_batched(cls: type, vmap_apply: Any, getitem: Any, write: Any, stack: Any) -> None:
+    global Batched, _vmap_apply, _vmap_getitem, _vmap_write, _vmap_stack
     Batched = cls
     _vmap_apply = vmap_apply
     _vmap_getitem = getitem
+    _vmap_write = write
+    _vmap_stack = stack
 
 
 def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:

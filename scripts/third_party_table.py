@@ -42,8 +42,9 @@ CLASSES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "the library branches in Python on a computed value (`if xp.any(...)`, scikit-learn's finiteness "
      "check), which a traced or batched value cannot answer; `jax.jit` and `jax.vmap` of the same code fail alike"),
     ("vmap-write", ("an in-place update of a value that does not vary along a vmap level",),
-     "xpgrad gap (follow-up): the library writes a batched value into a fresh unbatched array "
-     "(array-api-extra's `pad`), which `vmap`'s in-place write refuses; `jax.vmap` writes functionally"),
+     "the library writes a batched value in place into an array from outside the mapped function (one "
+     "array for every example), which `vmap` refuses, as `torch.func.vmap` does (an array made inside "
+     "it becomes batched)"),
     ("user-mask", ("a batched boolean mask selects", "indexing by a boolean mask of the traced array"),
      "the function indexes by a boolean mask of its input (a data-dependent shape); `jax.vmap` and "
      "`jax.jit` refuse it alike"),

@@ -126,10 +126,6 @@ XFAIL = {
 }
 
 # what still fails under the transforms after issue 27, with the reason (none is an issue-27 class)
-T_VMAP_WRITE = ("xpgrad gap (follow-up): array-api-extra's pad writes the input into a fresh xp.full(...) array; "
-                "under vmap the fresh array is unbatched and the written value batched, which vmap's in-place "
-                "__setitem__ refuses ('an in-place update of a value that does not vary along a vmap level'); "
-                "jax.vmap does such writes functionally (at[].set)")
 T_USER_MASK = ("the function itself indexes by a boolean mask of its input (x[x > 0]): a data-dependent shape, "
                "which vmap and jit refuse by name, as jax.vmap and jax.jit do")
 
@@ -137,24 +133,6 @@ T_USER_MASK = ("the function itself indexes by a boolean mask of its input (x[x 
 # today's failures under the transforms, per (case, transform, backend fixture name); the
 # reasons start with the failure class of issue 27 or name a genuine limit
 XPX_XFAIL_TRANSFORMS: dict[tuple[str, str, str], str] = {
-    ("pad_widths", "vmap_grad", "numpy"): T_VMAP_WRITE,
-    ("pad_widths", "vmap_grad", "array_api_strict"): T_VMAP_WRITE,
-    ("pad_widths", "vmap_grad", "strict_device1"): T_VMAP_WRITE,
-    ("pad_widths", "vmap_grad", "torch"): T_VMAP_WRITE,
-    ("pad_widths", "vmap_grad", "jax"): T_VMAP_WRITE,
-    ("pad_widths", "vmap_grad", "dask"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "numpy"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "array_api_strict"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "strict_device1"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "torch"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "jax"): T_VMAP_WRITE,
-    ("pad_widths", "jacfwd", "dask"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "numpy"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "array_api_strict"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "strict_device1"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "torch"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "jax"): T_VMAP_WRITE,
-    ("pad_widths", "hessian", "dask"): T_VMAP_WRITE,
     ("apply_where", "vmap_grad", "numpy"): _WHERE_TRAP,
     ("apply_where", "vmap_grad", "array_api_strict"): _WHERE_TRAP,
     ("apply_where", "vmap_grad", "strict_device1"): _WHERE_TRAP,

@@ -67,7 +67,19 @@ def f_copy(w: Any) -> Any:
     return xp.sum(y * w)
 
 
-ONE_ARG: dict[str, Callable[[Any], Any]] = {"compat": f_compat, "xg": f_xg, "copy": f_copy}
+def f_fresh(w: Any) -> Any:
+    """Writes into fresh arrays (``xp.zeros``): under vmap each becomes batched, as ``jax.vmap``
+    gives a batched ``out.at[1:-1].set(w)``."""
+    xp = array_api_compat.array_namespace(w)
+    out = xp.zeros((w.shape[0] + 2,), dtype=w.dtype)
+    out[1:-1] = w
+    out[0] = w[1] * 2.0
+    acc = xp.zeros((), dtype=w.dtype)
+    acc += xp.sum(w)
+    return xp.sum(out * out) + acc * w[2]
+
+
+ONE_ARG: dict[str, Callable[[Any], Any]] = {"compat": f_compat, "xg": f_xg, "copy": f_copy, "fresh": f_fresh}
 
 
 def _ex(a: Any, i: int) -> Any:
@@ -297,6 +309,9 @@ XPX_CASES: dict[str, Callable[[Any], Any]] = {
     "cov": lambda x: __import__("array_api_extra").cov(x),
     "sinc": lambda x: __import__("array_api_extra").sinc(x),
     "nanmean": lambda x: __import__("array_api_extra").nanmean(x, axis=0),
+    # (these write the input into a fresh array: xp.full, xp.zeros)
+    "pad": lambda x: __import__("array_api_extra").pad(x, 1, constant_values=0.5),
+    "create_diagonal": lambda x: __import__("array_api_extra").create_diagonal(x[1, :], offset=1),
 }
 
 

@@ -18,8 +18,8 @@ expected values are analytic, in float64 NumPy: the Jacobian is
 What fails is listed in ``XFAIL``, one entry per (case, transform, backend fixture
 name), each a strict xfail with its reason: when a fix lands, the cell it fixes turns
 into an XPASS failure and its entry is deleted. Of the 255 cells that failed on main
-2cb5f2f (issue 27), 248 pass; what is left is a limit of the raw library under plain
-jit (3) and one xpgrad gap, named in its reason (4, array-api-strict under jit(grad)).
+2cb5f2f (issue 27), 252 pass; what is left is a limit of the raw library under plain
+jit (3).
 """
 
 from __future__ import annotations
@@ -303,16 +303,7 @@ _RAW_SCALARS = ("plain jit of raw arrays runs the library's own namespace, as ea
 # ---------------------------------------------------------------------- what still fails
 # Every cell that failed on main 2cb5f2f (255: the issue-27 classes vmap-ns, args, jit-inplace,
 # jit-methods, scalars, device) passes now; what is left is a limit with its reason.
-_STRICT_SCALAR_TRACE = ("xpgrad gap (follow-up): under jit(grad) on array-api-strict, xp.log(2 * xp.pi) (a function of "
-                        "scalars only) is computed by the policy's library, NumPy, inside the trace, and the backward "
-                        "pass mixing that NumPy value with strict's arrays hands strict a NumPy dtype; eager grad "
-                        "and plain grad on the same arrays work (the bound namespace should answer it in its own "
-                        "library without wrapping its functions)")
 XFAIL: dict[tuple[str, str, str], str] = {
-    ("numpy_scalars", "jit_grad", "array_api_strict"): _STRICT_SCALAR_TRACE,
-    ("numpy_scalars", "jit_grad", "strict_device1"): _STRICT_SCALAR_TRACE,
-    ("numpy_scalars", "grad_jit", "array_api_strict"): _STRICT_SCALAR_TRACE,
-    ("numpy_scalars", "grad_jit", "strict_device1"): _STRICT_SCALAR_TRACE,
     ("numpy_scalars", "jit", "array_api_strict"): _RAW_SCALARS,
     ("numpy_scalars", "jit", "strict_device1"): _RAW_SCALARS,
     ("numpy_scalars", "jit", "torch"): _RAW_SCALARS,
@@ -374,3 +365,28 @@ def test_reference_is_the_derivative() -> None:
         np.testing.assert_allclose(case.hessian(W0, X0), h, rtol=1e-6, atol=1e-8, err_msg=name)
         # the case's own code on plain NumPy computes the reference's value
         np.testing.assert_allclose(np.asarray(case.f(W0, X0)), case.value(W0, X0), rtol=1e-12, err_msg=name)
+
+
+def test_a_function_of_scalars_only_under_jit_is_the_eager_constant(backend: Any) -> None:
+    """``xp.log(2 * xp.pi)`` (and NumPy scalars combined with it) inside ``xg.jit`` is computed as
+    eager code computes it, a constant: next to another library's array it is a Python scalar,
+    next to NumPy's it keeps NumPy's meaning (its dtype), so jit(grad), grad(jit) and jit give
+    eager's values and dtypes on every backend, float32 included."""
+
+    def f(w: Any) -> Any:
+        xp = xg.array_namespace(w)
+        c = 0.5 * xp.log(2 * xp.pi) + np.float64(0.25) * xp.exp(xp.asarray(1.0).item())
+        return xp.sum(xp.sin(w) * c) - c * xp.sum(w * w)
+
+    def value(v: Any) -> Any:
+        return xg.value_and_grad(f)(v)[0]
+
+    for dt in ("float64", "float32"):
+        fns = {"jit(grad)": xg.jit(xg.grad(f)), "grad(jit)": xg.grad(xg.jit(f)), "jit": xg.jit(value)}
+        for k in range(3):  # (the traces' first call, then their replays on other values)
+            wk = backend.asarray((W0 + k).astype(dt))
+            want_v, want_g = xg.value_and_grad(f)(wk)
+            for name, fn in fns.items():
+                got, want = fn(wk), (want_v if name == "jit" else want_g)
+                assert got.dtype == want.dtype, (name, dt, got.dtype, want.dtype)
+                np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-5, err_msg=f"{name} {dt}")

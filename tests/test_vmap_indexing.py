@@ -229,35 +229,56 @@ def test_inplace_through_view_reaches_base(backend: Any) -> None:
     _close(got, _loop(backend, f, x), backend)
 
 
-def test_inplace_unbatched_by_batched_raises(backend: Any) -> None:
+def test_inplace_unbatched_by_batched_becomes_batched(backend: Any) -> None:
+    """A value made inside the mapped function, written with a batched value (or through a
+    batched key), becomes batched, as jax.vmap's x.at[...].set(batched) is: the loop's result."""
     x = _t(backend, RNG.standard_normal((4,)))
-    y = _t(backend, RNG.standard_normal((3, 4)))
+    y = RNG.standard_normal((3, 4))
 
     def add(y: Any) -> Any:
         z = x * 1
         z += y
         return z
 
-    with pytest.raises(XpgradValueError, match=r"__iadd__: an in-place update of a value that does not vary"):
-        xg.vmap(add)(y)
-
     def assign(y: Any) -> Any:
         z = x * 1
         z[1] = y[0]
         return z
 
+    for f in (add, assign):
+        _close(xg.vmap(f)(_t(backend, y)), _loop(backend, f, y), backend)
+
+    if backend.name not in ("array_api_strict", "strict_device1", "dask"):  # (integer-array assignment)
+        def batched_key(i: Any) -> Any:
+            z = x * 1
+            z[i] = 0.0
+            return z
+
+        i = np.array([0, 1, 2])
+        _close(xg.vmap(batched_key)(_t(backend, i)), _loop(backend, batched_key, i), backend)
+
+
+def test_inplace_into_a_value_from_outside_by_batched_raises(backend: Any) -> None:
+    """A value the mapped function closes over (or is given) is one for every example: a batched
+    write into it is refused, as torch.func.vmap refuses it (the loop would accumulate)."""
+    x = _t(backend, RNG.standard_normal((4,)))
+    y = _t(backend, RNG.standard_normal((3, 4)))
+
+    def add(y: Any) -> Any:
+        x.__iadd__(y)
+        return x
+
+    with pytest.raises(XpgradValueError, match=r"__iadd__: an in-place update of a value that does not vary"):
+        xg.vmap(add)(y)
+
+    def assign(y: Any) -> Any:
+        x[1] = y[0]
+        return x
+
     with pytest.raises(XpgradValueError, match=r"__setitem__: an in-place update of a value that does not vary"):
         xg.vmap(assign)(y)
 
-    def batched_key(i: Any) -> Any:
-        z = x * 1
-        z[i] = 0.0
-        return z
-
-    with pytest.raises(XpgradValueError, match=r"__setitem__: an in-place update"):
-        xg.vmap(batched_key)(_t(backend, np.array([0, 1, 2])))
-
-    # batched along the outer level only, updated by a value batched along the inner one
+    # batched along the outer level only (an argument), updated by a value batched along the inner one
     def inner(z: Any) -> Any:
         return xg.vmap(lambda yy: z.__iadd__(yy))(y)
 

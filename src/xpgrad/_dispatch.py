@@ -218,6 +218,17 @@ def backend_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
 
 
 _TRACING = _tracing.ACTIVE  # [number of xg.jit traces running, in any thread]: 0 costs eager code one test
+
+
+def untraced_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
+    """:func:`backend_namespace` without the recording namespace of a running ``xg.jit`` trace:
+    for a function of Python and NumPy scalars only (``xp.log(2 * xp.pi)``), a constant which
+    the trace takes as computed, as it takes the Python scalars themselves."""
+    key = tuple(map(type, xs))
+    xp = _CACHE.get(key)
+    if xp is None:
+        xp = _backend_namespace(xs, key, func)
+    return xp
 _recording = _tracing.recording
 
 

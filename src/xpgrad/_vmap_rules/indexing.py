@@ -25,8 +25,9 @@ import array_api_compat
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from ..autograd._alias import may_alias
 from ..autograd._batched import RULES, STACK, Batched, _check_levels, from_phys, lift, set_indexing, shift_axis
-from ..autograd._core import Primitive, apply, raw_dtype
+from ..autograd._core import PRIMITIVES, Primitive, apply, raw_dtype
 from ..autograd._tensor import Tensor, _wrap
 from ._util import full, op, pad
 
@@ -213,6 +214,17 @@ def _check_masks(parts: tuple[Any, ...], name: str) -> None:
 
 
 # ---------------------------------------------------------------- getitem
+def _copied_eagerly(raw: Any, out: Any, parts: tuple[Any, ...], K: int) -> bool:
+    """Whether ``out`` (the physical result of a basic key whose example is 0-d) is a view of
+    ``raw`` where the key on one example gives a copy (NumPy's and array-api-strict's integer
+    indexing gives a scalar; torch's a view): the batched result must then be a copy too, or a
+    later write into ``raw`` would show through it (``y[0], y[1] = y[1], y[0]``)."""
+    if not may_alias(out, raw):
+        return False
+    ex = raw[(0,) * K + (Ellipsis,)]
+    return not may_alias(PRIMITIVES["getitem"].fwd(backend_namespace(ex), ex, key=parts), ex)
+
+
 def batched_getitem(x: Any, key: Any) -> Tensor:
     """``x[key]`` where ``x`` or an index array in ``key`` is batched."""
     parts = _normalize(key, x._inner.data if isinstance(x, Batched) else x.data)
@@ -222,7 +234,10 @@ def batched_getitem(x: Any, key: Any) -> Tensor:
     phys = lift(x, st)
     n = len(phys.shape) - K
     if all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in parts):
-        return from_phys(op("getitem", phys, key=(slice(None),) * K + parts), st)  # type: ignore[no-any-return]
+        out = op("getitem", phys, key=(slice(None),) * K + parts)
+        if len(out.shape) == K and _copied_eagerly(phys.data, out.data, parts, K):
+            out = op("astype", out, dtype=out.data.dtype, copy=True)
+        return from_phys(out, st)  # type: ignore[no-any-return]
     mask = _single_mask(parts)
     if mask is not None:  # x[m] of an unbatched mask: the mask over the leading axes, batch axes last
         out = op("getitem", _batch_last(phys, K), key=mask)

@@ -28,7 +28,9 @@ tape's values stay as they are.
 from __future__ import annotations
 
 import contextvars
+import gc
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,9 +41,10 @@ from .._exceptions import ConcretizationError as _ConcretizationError
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from .._tracing import _user_line
 from . import _core
+from ._alias import may_alias
 from ._core import PRIMITIVES, Primitive, apply
 from ._grad_mode import graph_namespace
-from ._tensor import _SUPPORTED_API_VERSIONS, Tensor, _batches_self, _wrap
+from ._tensor import _INPLACE_NAMES, _SUPPORTED_API_VERSIONS, Tensor, _batches_self, _wrap, _writer
 
 __all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
 
@@ -100,14 +103,32 @@ class open_level:  # noqa: N801 - used like a function
     def __enter__(self) -> tuple[Level, ...]:
         st = (*STACK.get(), self.level)
         self.token = STACK.set(st)
-        with _lock:
-            _core._vmap_open += 1
+        _opened()
         return st
 
     def __exit__(self, *exc: object) -> None:
         STACK.reset(self.token)
-        with _lock:
-            _core._vmap_open -= 1
+        _closed()
+
+
+def _wrap_stamped(data: Any, node: Any = None, oidx: int = 0, version: list[int] | None = None) -> Tensor:
+    """``_wrap``, the Tensor stamped with the vmap levels open (the primitives' results while a vmap is open)."""
+    t = _wrap(data, node, oidx, version)
+    t._levels = STACK.get()
+    return t
+
+
+def _opened() -> None:
+    with _lock:
+        _core._vmap_open += 1
+        _core._wrap = _wrap_stamped
+
+
+def _closed() -> None:
+    with _lock:
+        _core._vmap_open -= 1
+        if not _core._vmap_open:
+            _core._wrap = _wrap
 
 
 class use_stack:  # noqa: N801 - used like a function
@@ -120,13 +141,11 @@ class use_stack:  # noqa: N801 - used like a function
 
     def __enter__(self) -> None:
         self.token = STACK.set(self.stack)
-        with _lock:
-            _core._vmap_open += 1
+        _opened()
 
     def __exit__(self, *exc: object) -> None:
         STACK.reset(self.token)
-        with _lock:
-            _core._vmap_open -= 1
+        _closed()
 
 
 class ConcretizationError(_ConcretizationError):
@@ -153,7 +172,7 @@ class Batched(Tensor):
     since a batched value has no single backend array or number.
     """
 
-    __slots__ = ("_inner", "_levels")
+    __slots__ = ()  # (_inner and _levels are Tensor's slots: a Tensor can become a Batched, see write_into)
 
     _inner: Tensor
     _levels: tuple[Level, ...]
@@ -337,18 +356,146 @@ class Batched(Tensor):
             )
             raise XpgradTypeError(msg)
         phys = lift(new, st)
-        if isinstance(new, Batched) and len(new._levels) > k:
-            raise _batches_self(name, k)
         own = self._inner.shape[:k]
         got = phys.shape[:len(st)]
-        if any(o == 1 and g != 1 for o, g in zip(own, got)):
-            raise _batches_self(name, k)
+        if (isinstance(new, Batched) and len(new._levels) > k) or any(o == 1 and g != 1 for o, g in zip(own, got)):
+            # the value varies along a level along which self does not: self becomes batched there
+            _regrow(self, new, other, name)
+            return self
         if len(st) > k:  # (new is not batched along the inner levels: drop their size-1 axes)
             phys = apply(PRIMITIVES["reshape"], (phys,), {"shape": tuple(phys.shape[:k]) + tuple(phys.shape[len(st):])})
         if tuple(phys.shape) != tuple(self._inner.shape):
             phys = apply(PRIMITIVES["broadcast_to"], (phys,), {"shape": tuple(self._inner.shape)})
         self._inner._inplace("setitem", phys, (Ellipsis,))
         return self
+
+
+def _views_of(t: Tensor, version: list[int]) -> list[Tensor]:
+    """The other Tensors sharing ``version`` (views of ``t``'s memory), found only when some
+    object besides ``t`` holds the counter (recorded values hold it too)."""
+    if sys.getrefcount(version) <= 3:  # (t, the argument, getrefcount's own)
+        return []
+    return [o for o in gc.get_referrers(version) if isinstance(o, Tensor) and o is not t and o._version is version]
+
+
+def _morph(t: Tensor, b: Batched) -> None:
+    """Make ``t`` (a plain Tensor) the batched value ``b``: the same Python object, so every
+    name bound to it sees the write."""
+    if getattr(t, "_base", None) is not None:
+        del t._base
+    _DATA.__delete__(t)  # (the unbatched array: the physical value replaces it)
+    t.__class__ = Batched
+    t._inner = b._inner  # type: ignore[attr-defined]
+    t._levels = b._levels  # type: ignore[attr-defined]
+    t._node = None
+    t._oidx = 0
+    t._requires_grad = b._inner._requires_grad
+    t.grad = None
+    t._version = b._inner._version
+    t._hooks = None
+    t._fw = None
+
+
+_DATA = Tensor.__dict__["data"]
+
+
+def _made_inside(t: Tensor, k: int) -> bool:
+    """Whether plain ``t`` was made inside the ``k`` outer vmap levels open now (so that each
+    example has its own ``t``, and a batched value along them may be written into it)."""
+    made = getattr(t, "_levels", None)
+    st = STACK.get()
+    return made is not None and len(made) >= k and len(st) >= k and all(a is b for a, b in zip(made[:k], st[:k]))
+
+
+def _fresh(new: Batched, other: Any) -> Batched:
+    """``new``, its physical value copied if it may share memory with ``other``'s (a later
+    in-place write into it must not reach ``other``)."""
+    if isinstance(other, Batched) and may_alias(new._inner.data, other._inner.data):
+        phys = apply(PRIMITIVES["astype"], (new._inner,), {"dtype": new._inner.data.dtype, "copy": True})
+        return _mk(phys, new._levels)
+    return new
+
+
+def _written(t: Tensor, name: str, other: Any, key: Any) -> Batched:
+    """``t`` after the update ``name``, computed out of place (t may be plain or batched)."""
+    if name == "setitem":
+        return setitem(t, other, key)  # type: ignore[return-value]
+    new = apply(PRIMITIVES[name], (t, other), _core._NOKW)
+    if kind(new.dtype) != kind(t.dtype) and not (
+            kind(t.dtype) == "complex floating" and kind(new.dtype) == "real floating"):
+        msg = (
+            f"{name}: the result has dtype {new.dtype}, which cannot be cast to {t.dtype} in place "
+            "(an in-place update keeps the tensor's kind of dtype)"
+        )
+        raise XpgradTypeError(msg)
+    if new.dtype != t.dtype:
+        raw = t._inner.data if isinstance(t, Batched) else t.data
+        new = apply(PRIMITIVES["astype"], (new,), {"dtype": raw.dtype, "copy": False})
+    return new  # type: ignore[no-any-return]
+
+
+def write_into(t: Tensor, name: str, other: Any, key: Any) -> Tensor:
+    """A batched value ``other`` (or a batched ``key``) written in place into ``t``, a Tensor
+    that vmap does not batch: ``t`` becomes batched, as ``jax.vmap`` gives a batched
+    ``x.at[key].set(v)``.
+
+    The write is computed out of place and carried back through the views ``t`` is a view
+    of (as a recorded write is); their base, and every view of it that is alive, then
+    become the batched values (the same Python objects, so each name bound to one sees
+    the write, as it does in the loop over the examples). The old array is left as it
+    was: values the tape saved from it stay right.
+    """
+    if type(t) is not Tensor:  # (a Parameter, a subclass: its class cannot change)
+        raise _batches_self(name, 0)
+    chain = t._write_chain(name)  # (refuses a leaf that requires grad, a view no write carries through)
+    new: Any = _fresh(_written(t, name, other, key), other)
+    for v in chain:
+        info = v._base
+        new = _writer(v, info)(info[0], new, info)  # type: ignore[misc]
+    root = chain[-1]._base[0] if chain else t
+    if not isinstance(new, Batched):  # (cannot happen: the value or the key is batched)
+        msg = f"{_INPLACE_NAMES.get(name, name)}: internal error: the write gave no batched value"
+        raise XpgradTypeError(msg)
+    if type(root) is not Tensor or not _made_inside(root, len(new._levels)):
+        raise _batches_self(name, 0)
+    old = root._version
+    _morph(root, new)
+    del new, chain
+    # every view of the root (t among them) is now that view of the batched root, base first
+    pending = _views_of(root, old)
+    while pending:
+        left: list[Tensor] = []
+        for v in pending:
+            vinfo = getattr(v, "_base", None)
+            if vinfo is None or not isinstance(vinfo[0], Batched):
+                left.append(v)
+                continue
+            nv: Any = vinfo[0].detach() if vinfo[1] is None else apply(vinfo[1], (vinfo[0],), vinfo[2])
+            if vinfo[1] is not None and vinfo[1].multi:
+                nv = nv[vinfo[3]]
+            _morph(v, nv)
+        if len(left) == len(pending):
+            break  # (views left of an older value of the root: they keep it, as after a recorded write)
+        pending = left
+    return t
+
+
+def _regrow(b: Batched, new: Any, other: Any, name: str) -> None:
+    """Batched ``b`` updated by a value that varies along levels along which ``b`` does not:
+    ``b`` takes the new physical value (refused where ``b`` is a view or has views, which
+    would not see it)."""
+    inner = b._inner
+    info = getattr(inner, "_base", None)
+    if (not _made_inside(inner, len(new._levels)) or (info is not None and info[0]._version is inner._version)
+            or [v for v in _views_of(inner, inner._version) if v is not b]):
+        raise _batches_self(name, len(b._levels))
+    if new.dtype != b.dtype:
+        new = apply(PRIMITIVES["astype"], (new,), {"dtype": inner.data.dtype, "copy": False})
+    new = _fresh(new, other)
+    b._inner = new._inner
+    b._levels = new._levels
+    b._version = new._inner._version
+    b._requires_grad = new._inner._requires_grad
 
 
 def _unsupported(what: str) -> XpgradTypeError:
@@ -536,4 +683,4 @@ def setitem(x: Any, value: Any, key: Any) -> Tensor:
     return _setitem(x, value, key)
 
 
-_core._bind_batched(Batched, vmap_apply, getitem)
+_core._bind_batched(Batched, vmap_apply, getitem, write_into, STACK)

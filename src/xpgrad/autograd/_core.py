@@ -45,10 +45,12 @@ from .._dispatch import (
     check_devices,
     check_known_shapes,
     python_scalars,
+    untraced_namespace,
 )
 from .._dtypes import dtype_name, is_float, kind
 from .._exceptions import NonDifferentiableError, XpgradTypeError
 from .._policy import check_device_has_dtypes, current_policy
+from .._tracing import Tracer as _Tracer
 from . import _anomaly
 from ._alias import may_alias
 from ._grad_mode import GRAD_ENABLED, graph_namespace
@@ -398,6 +400,8 @@ class _NoBatched:  # (until _batched binds the real class: nothing is an instanc
 Batched: Any = _NoBatched
 _vmap_apply: Any = None
 _vmap_getitem: Any = None  # a Tensor indexed by a key holding batched index arrays
+_vmap_write: Any = None  # an in-place write of a batched value (or by a batched key) into a plain Tensor
+_vmap_stack: Any = None  # the ContextVar of the open vmap levels (autograd._batched.STACK)
 
 
 def raw_dtype(t: Any) -> Any:
@@ -405,11 +409,13 @@ def raw_dtype(t: Any) -> Any:
     return t._inner.data.dtype if isinstance(t, Batched) else t.data.dtype
 
 
-def _bind_batched(cls: type, vmap_apply: Any, getitem: Any) -> None:
-    global Batched, _vmap_apply, _vmap_getitem
+def _bind_batched(cls: type, vmap_apply: Any, getitem: Any, write: Any, stack: Any) -> None:
+    global Batched, _vmap_apply, _vmap_getitem, _vmap_write, _vmap_stack
     Batched = cls
     _vmap_apply = vmap_apply
     _vmap_getitem = getitem
+    _vmap_write = write
+    _vmap_stack = stack
 
 
 #: open collectors (``checkpoint``'s forward), each (thread id, {id: version counter}) of every
@@ -524,6 +530,8 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
 #: Python scalars: an elementwise function given only these (``xg.log(2.0)``) computes on a
 #: 0-d array of the policy's library and device (NumPy's scalars are NumPy's 0-d values)
 _SCALAR_TYPES = frozenset({bool, int, float, complex})
+#: Python's and NumPy's scalars: a function of these only is a constant, inside xg.jit too
+_SCALARS = _SCALAR_TYPES | frozenset(NUMPY_SCALARS)
 
 
 def _scalar_array(xp: Any, v: Any) -> Any:
@@ -540,6 +548,8 @@ def _foreign_numpy_scalar(t: Any, d: Any, other: Any) -> Any:
     refuse beside their arrays. Next to NumPy arrays it keeps NumPy's meaning."""
     if type(d) not in NUMPY_SCALARS or (isinstance(t, Tensor) and t._requires_grad):
         return d
+    if type(other) is _Tracer:  # (inside xg.jit: the library of the traced array)
+        other = other._w
     if type(other) in NUMPY_SCALARS or isinstance(other, (np_ndarray, bool, int, float, complex)):
         return d
     return d.item()
@@ -566,7 +576,9 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         db = b
         xp = _CACHE.get((type(da),))
         if xp is None or _TRACING[0]:
-            xp = backend_namespace(da, func=prim.name)
+            # (a function of scalars only is a constant: computed, inside xg.jit too, as eager code computes it)
+            xp = untraced_namespace(da, func=prim.name) if type(da) in _SCALARS else backend_namespace(
+                da, func=prim.name)
             if type(da) in _SCALAR_TYPES:
                 da = _scalar_array(xp, da)
         try:
@@ -592,7 +604,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
                 da, db = _foreign_numpy_scalar(a, da, db), _foreign_numpy_scalar(b, db, da)
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
-            xp = backend_namespace(da, db, func=prim.name)
+            xp = untraced_namespace(da, db, func=prim.name) if type(da) in _SCALARS and type(db) in _SCALARS else (
+                backend_namespace(da, db, func=prim.name))
             if type(da) in _SCALAR_TYPES and type(db) in _SCALAR_TYPES:
                 da = _scalar_array(xp, da)
         try:

@@ -103,7 +103,12 @@ class Tensor:
     # _fw: forward-mode tangents, {level: tangent} or None (see autograd._core)
     # _base: (base Tensor, primitive, kw, output index, argument position) on a view only
     # (see autograd._core._wrap_view); unset elsewhere, so read with getattr(t, "_base", None)
-    __slots__ = ("__weakref__", "_base", "_fw", "_hooks", "_node", "_oidx", "_requires_grad", "_version", "data", "grad")
+    # _inner, _levels: a batched value's (autograd._batched.Batched), Tensor's slots so that a
+    # Tensor written with a batched value inside vmap can become one (its __class__ changes);
+    # on a Tensor made inside vmap, _levels holds the vmap levels open when it was made
+    # (autograd._batched.write_into), else it is unset, as _inner is
+    __slots__ = ("__weakref__", "_base", "_fw", "_hooks", "_inner", "_levels", "_node", "_oidx", "_requires_grad",
+                 "_version", "data", "grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
 
@@ -131,6 +136,8 @@ class Tensor:
         self._fw: dict[int, Any] | None = None
         self.grad: Tensor | None = None
         self._requires_grad = False
+        if _core._vmap_open:  # (made inside vmap: a batched value may be written into it, see _batched)
+            self._levels = _core._vmap_stack.get()
         if requires_grad:
             self.requires_grad_(True)
 
@@ -642,8 +649,9 @@ class Tensor:
         change the tensor's shape or kind of dtype is refused, with nothing changed.
         """
         if _core._vmap_open and (isinstance(other, _core.Batched) or (name == "setitem" and _batched_key(key))):
-            # a batched value (or key) written into a value that vmap does not batch
-            raise _batches_self(name, 0)
+            # a batched value (or key) written into a value that vmap does not batch: the
+            # tensor becomes batched (as jax.vmap's x.at[...].set(batched) is)
+            return _core._vmap_write(self, name, other, key)  # type: ignore[no-any-return]
         # a value that requires grad written into an integer tensor (t[i] = v) is cast,
         # and the tensor stays a constant, as in PyTorch
         other_rg = isinstance(other, Tensor) and other._requires_grad and (name != "setitem" or is_float(self.data.dtype))
@@ -1122,8 +1130,9 @@ def _batches_self(name: str, k: int) -> XpgradValueError:
     name = _INPLACE_NAMES.get(name, name)
     return XpgradValueError(
         f"{name}: an in-place update of a value that does not vary along a vmap level, by one that "
-        "does, would make the updated value batched; vmap cannot do that in place: write it out of "
-        "place (x = x + y), or give x in_axes along that level"
+        "does, would make the updated value batched; vmap does that only for a value made inside the "
+        "vmapped function (not one it closes over or is given, nor a view that cannot carry the write): "
+        "write it out of place (x = x + y), into a copy made inside, or give x in_axes along that level"
     )
 
 

@@ -364,7 +364,12 @@ def test_scipy_and_sklearn_transforms(
     reason = SCIPY_XFAIL_TRANSFORMS.get((name, transform, backend_name))
     if reason is not None:
         request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
-    res = _scipy_results(backend_name, tmp_path_factory)[f"{name}|{transform}"]
+    results = _scipy_results(backend_name, tmp_path_factory)
+    res = results.get(f"{name}|{transform}")
+    if res is None:  # (a backend this machine lacks reports its functions skipped, not their transforms)
+        res = results.get(name, "")
+        if not res.startswith("skip:"):
+            pytest.fail(f"{name} under {transform} on {backend_name}: no result from tests._third_party_scipy")
     if res.startswith("skip:"):
         pytest.skip(res[5:].strip())
     assert res == "ok", f"{name} under {transform} on {backend_name}: {res}"

@@ -139,9 +139,11 @@ class _Flat:
         self.key: list[Any] = []
 
 
-def _flatten(obj: Any, flat: _Flat, who: str) -> _Tree:
+def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     """Append ``obj``'s signature to ``flat.key``; return its template (its structure, and its
     leaves with each raw array replaced by a marker). Pytrees are :mod:`xpgrad.tree_util`'s."""
+    if isinstance(obj, Tensor) or _array_key(obj) is not None or getattr(obj, "_jit_state", None) is not None:
+        return _flatten_leaf(obj, flat, who)  # (a leaf: the common arguments, with no tree to walk)
     leaves, treedef = tree_flatten(obj)
     try:
         hash(treedef)
@@ -212,6 +214,8 @@ def _rebuild(tmpl: Any, leaves: Sequence[Any]) -> Any:
     """The arguments of templates ``tmpl`` (a :class:`_Tree`, or a list/dict of them and static
     values) with the markers replaced by ``leaves``."""
     t = type(tmpl)
+    if t is _Leaf:
+        return leaves[tmpl.i]
     if t is _Tree:
         return tmpl.treedef.unflatten([leaves[x.i] if type(x) is _Leaf else x for x in tmpl.items])
     if t is list:
@@ -764,9 +768,11 @@ def _slot(v: Any, outputs: list[Any]) -> int:
 
 
 def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) -> list[int]:
-    if i >= len(targs) or type(targs[i]) is not _Tree:
+    if i >= len(targs):
         return []
-    return [leaf_tracers[x.i]._i for x in targs[i].items if type(x) is _Leaf]
+    t = targs[i]
+    items = t.items if type(t) is _Tree else [t]
+    return [leaf_tracers[x.i]._i for x in items if type(x) is _Leaf]
 
 
 def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:

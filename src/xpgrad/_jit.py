@@ -148,7 +148,8 @@ def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     try:
         hash(treedef)
     except TypeError as e:
-        msg = f"{who}: an argument's pytree structure is not hashable ({e}); the aux data (meta fields) of a node must be"
+        msg = (f"{who}: an argument's pytree structure is not hashable ({e}): the aux data (meta fields) of a "
+               "registered node must be hashable")
         raise XpgradTypeError(msg) from None
     flat.key.append(treedef)
     return _Tree(treedef, [_flatten_leaf(x, flat, who) for x in leaves])

@@ -777,10 +777,11 @@ def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) 
 
 
 def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:
-    """``(treedef, one entry per leaf)`` of the result: ``("same", t)`` (an argument Tensor),
-    ``("tensor", slot, requires_grad)``, ``("raw", slot)`` or ``("const", value)``."""
+    """``(treedef, one entry per leaf, whether the result is one leaf)`` of the result; an entry is
+    ``("same", t)`` (an argument Tensor), ``("tensor", slot, requires_grad)``, ``("raw", slot)``
+    or ``("const", value)``."""
     leaves, treedef = tree_flatten(out)
-    return (treedef, [_out_leaf(o, outputs, tensors) for o in leaves])
+    return (treedef, [_out_leaf(o, outputs, tensors) for o in leaves], treedef.num_nodes == 1 and len(leaves) == 1)
 
 
 def _out_leaf(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:
@@ -837,7 +838,9 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 
 def _build_out(tmpl: Any, res: tuple[Any, ...], made: dict[int, Tensor]) -> Any:
-    treedef, items = tmpl
+    treedef, items, single = tmpl
+    if single and items[0][0] == "raw":  # (one raw array: the common result, no tree to build)
+        return res[items[0][1]]
     vals = []
     for x in items:
         kind = x[0]

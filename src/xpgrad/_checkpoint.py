@@ -44,7 +44,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import functional
 from ._dispatch import backend_namespace
 from ._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError
 from ._policy import _policy_scope, current_policy
@@ -55,9 +54,10 @@ from .autograd._core import FWD_LEVELS, GRAD_SLOT, Node, Primitive, _record
 from .autograd._engine import _engine_call
 from .autograd._grad_mode import GRAD_ENABLED, RECOMPUTING, enable_grad
 from .autograd._tensor import Tensor, _wrap
-from .functional import _identity
+from .functional import _DEPTH, _identity
 from .ops._common import is_xpgrad
 from .random import _current
+from .tree_util import tree_flatten, tree_leaves
 
 __all__ = ["checkpoint", "remat"]
 
@@ -138,7 +138,7 @@ class _Call:
     policy: Any  # the DevicePolicy of the forward
     rng: Any  # (generator, its state before the forward), or None
     trace: Any  # the xg.jit trace the forward ran in, or None
-    tree: Any  # (args, kwargs) as called
+    tree: Any  # the structure (a treedef) of (args, kwargs) as called
     versions: list[tuple[list[int], int]]  # version counters of what f read, and their values
     where: tuple[Any, Any]  # the outputs' namespace and device
 
@@ -161,7 +161,6 @@ class _Call:
         return result
 
     def _pullback(self, g: Any, node_args: tuple[Any, ...], graph: bool) -> list[Any]:
-        t = functional
         who = f"checkpoint({self.name})"
         for box, ver in self.versions:
             if box[0] != ver:
@@ -182,20 +181,20 @@ class _Call:
             leaves = list(self.leaves)
             for j, s in zip(self.ex_pos, ex):
                 leaves[j] = s
-            args, kwargs = t.unflatten(self.tree, leaves)
+            args, kwargs = self.tree.unflatten(leaves)
             # stand-ins for the closed-over Tensors, made before the recomputation: the engine
             # orders nodes by creation, so a stand-in node must be older than its consumers
             closed = [self._closed_standin(k, graph) for k in range(len(self.closed))]
             marker = next(_core._seq)
-            token = t._DEPTH.set(self.depth)
+            token = _DEPTH.set(self.depth)
             again = RECOMPUTING.set(True)  # (state writes of f, done by the forward, are not done again)
             try:
                 with _policy_scope(self.policy):
                     out = self._run_rng(args, kwargs)
             finally:
                 RECOMPUTING.reset(again)
-                t._DEPTH.reset(token)
-            out_leaves = t.leaves_of(out)
+                _DEPTH.reset(token)
+            out_leaves = tree_leaves(out)
             if len(out_leaves) != self.n_leaves:
                 msg = (f"{who}: the recomputation in backward returned {len(out_leaves)} values, the forward "
                        f"{self.n_leaves}; {self.name} must compute the same thing every time it is called")
@@ -352,9 +351,8 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
 
 def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
-    t = functional
     tree = (args, kwargs)
-    leaves = t.leaves_of(tree)
+    leaves, tree_def = tree_flatten(tree)
     ex_pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor) and a._requires_grad]
     ins = [leaves[j] for j in ex_pos]
     stand = [_standin(a) for a in ins]
@@ -368,7 +366,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
         with gen._lock:
             rng = (gen, gen._np.bit_generator.state)
     marker = next(_core._seq)
-    a2, k2 = t.unflatten(tree, run_leaves)
+    a2, k2 = tree_def.unflatten(run_leaves)
     trace = TRACE.get()
     drawn: list[Any] | None = [] if preserve_rng_state and trace is not None else None
     if drawn is not None:
@@ -384,7 +382,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
             _core.READS[:] = [e for e in _core.READS if e is not entry]
         if drawn is not None:
             trace.draw_logs.pop()  # type: ignore[union-attr]
-    out_leaves = t.leaves_of(out)
+    out_leaves, out_def = tree_flatten(out)
     out_pos = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor) and o._requires_grad]
     if not out_pos:  # nothing f read requires grad: a constant result
         return out
@@ -409,7 +407,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call = _Call()
     call.f = f
     call.name = name
-    call.tree = tree
+    call.tree = tree_def
     call.leaves = [None if j in set(ex_pos) else a for j, a in enumerate(leaves)]
     call.ex_pos = ex_pos
     call.n_ex = len(ins)
@@ -421,7 +419,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call.rng = rng
     call.drawn = drawn
     call.trace = trace
-    call.depth = t._DEPTH.get()
+    call.depth = _DEPTH.get()
     for a in leaves:
         if isinstance(a, Tensor):
             boxes[id(a._version)] = a._version
@@ -443,7 +441,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     result = list(out_leaves)
     for k, r in zip(out_pos, res_leaves):
         result[k] = r
-    return t.unflatten(out, result)
+    return out_def.unflatten(result)
 
 
 #: JAX's name for `checkpoint`

@@ -19,8 +19,8 @@ As in JAX, a rule may call the decorated function itself (``return f(x), residua
 ``return f(x), cos(x) * t``): inside ``custom_vjp``'s ``fwd`` the call evaluates the
 primal function; inside a ``custom_jvp`` rule it is the function one differentiation
 level down. ``nondiff_argnums`` (JAX's: non-array arguments such as functions, passed
-first to ``bwd`` and to the jvp rule) and ``custom_jvp.defjvps`` are supported; pytrees
-are lists, tuples, namedtuples and dicts.
+first to ``bwd`` and to the jvp rule) and ``custom_jvp.defjvps`` are supported; arguments,
+outputs, residuals and cotangents are pytrees (:mod:`xpgrad.tree_util`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
-from . import functional
 from ._dispatch import backend_namespace, check_devices, raw_array
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
@@ -41,8 +40,10 @@ from .autograd._core import FWD_LEVELS, PRIMITIVES, Primitive, _record, apply
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
+from .functional import note_private
 from .ops._common import is_xpgrad
 from .ops.statistical import sum as xsum
+from .tree_util import leaves_up_to, map2, tree_flatten, tree_leaves, tree_map, tree_structure
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -144,7 +145,7 @@ def _split(owner: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[An
         raise XpgradValueError(msg)
     nd = tuple(args[i] for i in nums)
     for k, a in zip(nums, nd):
-        for leaf in functional.leaves_of(a):
+        for leaf in tree_leaves(a):
             if isinstance(leaf, Tensor) and (leaf.requires_grad or leaf._fw):
                 msg = (f"{owner.kind} {owner.__name__}: argument {k} is in nondiff_argnums but is being "
                        "differentiated (a traced Tensor); pass arrays as ordinary arguments (a None cotangent "
@@ -194,11 +195,11 @@ class _Call:
         if self.levels or extra:
             result = self._batched_cotangents(g, graph, extra)
         else:
-            outs = functional.leaves_of(self.struct)
+            outs = tree_leaves(self.struct)
             gs = list(g) if isinstance(g, tuple) else [g]
             gs = [_zeros(o, True) if gi is None else (gi if isinstance(gi, Tensor) else _wrap(gi))
                   for gi, o in zip(gs, outs)]
-            ct = functional.unflatten(self.struct, gs)
+            ct = tree_structure(self.struct).unflatten(gs)
             result = self.owner._pullback(self, ct, node_args, graph)
         if not graph:
             result = [None if r is None else _data(r) for r in result]
@@ -213,7 +214,7 @@ class _Call:
         rec = self.levels
         st = (*rec, *extra)
         R, E = len(rec), len(extra)
-        outs = functional.leaves_of(self.struct)
+        outs = tree_leaves(self.struct)
         gs = list(g) if isinstance(g, tuple) else [g]
         with use_stack(st):
             bgs = []
@@ -225,7 +226,7 @@ class _Call:
                 if E:  # (extra axes, call's axes, example) -> (call's axes, extra axes, example)
                     p = _batch_axes_last(lift(p, extra), E, R)
                 bgs.append(from_phys(p, st))
-            ct = functional.unflatten(self.struct, bgs)
+            ct = tree_structure(self.struct).unflatten(bgs)
             node_args = tuple(self.leaves[j] for j in self.pos)
             res = self.owner._pullback(self, ct, node_args, graph, st)
             out: list[Any] = []
@@ -276,7 +277,7 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
     if fw is not None:
         for r, f in zip(res_leaves, fw):
             r._fw = f
-    return functional.unflatten(call.struct, res_leaves)
+    return tree_structure(call.struct).unflatten(res_leaves)
 
 
 
@@ -357,15 +358,14 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_vjp {self.__name__}", self.fun, args, kwargs)
-        t = functional
         nd, diff = _split(self, args)
-        leaves = t.leaves_of(diff)
+        leaves = tree_leaves(diff)
         running = _IN_FWD.get()
         if not _records(leaves) or id(self) in running:
             # not differentiated, or called by its own fwd rule: the primal function (recorded
             # as its operations, so residuals computed from it keep their history)
             out = self.fun(*args)
-            self._check_tangents(leaves, t.leaves_of(out), _fname(self.fun))
+            self._check_tangents(leaves, tree_leaves(out), _fname(self.fun))
             return out
         who = f"custom_vjp {self.__name__}: the fwd rule {_fname(self.fwd)}"
         token = _IN_FWD.set(running | {id(self)})
@@ -377,7 +377,7 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
             msg = f"{who} must return an (output, residuals) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
         out, residuals = res
-        out_leaves = t.leaves_of(out)
+        out_leaves = tree_leaves(out)
         for k, o in enumerate(out_leaves):
             if not _is_array(o):
                 msg = f"{who} returned {type(o).__name__} as output {k}; expected arrays"
@@ -426,7 +426,6 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
 
 def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
     """Validate a per-argument tuple of cotangents; return those of the node's inputs."""
-    t = functional
     args = call.args
     if not isinstance(got, (tuple, list)) or len(got) != len(args):
         n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
@@ -434,12 +433,13 @@ def _check_cotangents(got: Any, call: _Call, who: str) -> list[Any]:
         raise XpgradTypeError(msg)
     flat: list[Any] = []
     for k, (a, g) in enumerate(zip(args, got)):
-        n = len(t.leaves_of(a))
+        al, adef = tree_flatten(a)
+        n = len(al)
         if g is None:
             flat.extend([None] * n)
             continue
-        gl = t.leaves_of(t.map2(lambda x, y: y, a, g, who, f"argument {k} and its cotangent"))
-        for j, (x, y) in enumerate(zip(t.leaves_of(a), gl)):
+        gl = leaves_up_to(adef, g, who, f"argument {k} and its cotangent", a)
+        for j, (x, y) in enumerate(zip(al, gl)):
             if y is None or not _is_array(x):
                 flat.append(None)
                 continue
@@ -545,16 +545,15 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                        f"with {len(primals)} arguments")
                 raise XpgradTypeError(msg)
             out = self(*primals)
-            t = functional
             total: Any = None
             for r, tan in zip(rules, tangents):
                 if r is None:
                     continue
                 part = r(tan, out, *primals)
-                total = part if total is None else t.map2(lambda a, b: a + b, total, part, f"custom_jvp {self.__name__}",
-                                                          "the tangents of defjvps' rules")
+                total = part if total is None else map2(lambda a, b: a + b, total, part, f"custom_jvp {self.__name__}",
+                                                        "the tangents of defjvps' rules")
             if total is None:
-                total = t.tree_map(lambda o: _zeros(o, isinstance(o, Tensor)), out)
+                total = tree_map(lambda o: _zeros(o, isinstance(o, Tensor)), out)
             return out, total
 
         jvp.__name__ = f"defjvps({', '.join(_fname(r) for r in rules)})"
@@ -566,9 +565,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             raise XpgradRuntimeError(msg)
         if kwargs:
             args = _resolve_kwargs(f"custom_jvp {self.__name__}", self.fun, args, kwargs)
-        t = functional
         nd, diff = _split(self, args)
-        leaves = t.leaves_of(diff)
+        leaves = tree_leaves(diff)
         active = FWD_LEVELS.get()
         levels = {lv for a in leaves for lv in (_fw_of(a) or ()) if lv in active}
         if levels:
@@ -577,8 +575,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             return self.fun(*args)
         with no_grad():
             out = self.fun(*_merge(self, nd, tuple(
-                t.tree_map(_detached, x) for x in diff)))
-        out_leaves = t.leaves_of(out)
+                tree_map(_detached, x) for x in diff)))
+        out_leaves = tree_leaves(out)
         pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor)]
         call = _Call(self, diff, leaves, pos, out, None, nd)
         return _record_call(self, call, out_leaves, None)
@@ -591,8 +589,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             msg = f"{who} must return an (output, tangent_out) pair, got {type(res).__name__}"
             raise XpgradTypeError(msg)
         out, tout = res
-        t = functional
-        pairs = t.leaves_of(t.map2(lambda o, d: t._Pair((o, d)), out, tout, who, "the output and its tangent"))
+        out_leaves, out_def = tree_flatten(out)
+        pairs = list(zip(out_leaves, leaves_up_to(out_def, tout, who, "the output and its tangent", out)))
         for k, (o, d) in enumerate(pairs):
             if not _is_array(o):
                 msg = f"{who} returned {type(o).__name__} as output {k}; expected arrays"
@@ -602,7 +600,6 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     def _forward(self, nd: tuple[Any, ...], args: tuple[Any, ...], leaves: list[Any], level: int, active: tuple[int, ...]) -> Any:
         """Apply the rule for ``level``; the outer levels differentiate the rule itself."""
-        t = functional
 
         def tangent(a: Any) -> Any:
             if isinstance(a, Tensor):
@@ -615,7 +612,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                 return from_phys(v, a._levels) if isinstance(a, Batched) else v
             return _zeros(a, False) if _is_array(a) else 0.0
 
-        tangents = tuple(t.tree_map(tangent, a) for a in args)
+        tangents = tuple(tree_map(tangent, a) for a in args)
         token = FWD_LEVELS.set(tuple(lv for lv in active if lv < level))
         try:
             out, tout, _ = self._run_rule(nd, tuple(args), tangents)
@@ -635,20 +632,19 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                 r._fw = {**(o._fw or {}), level: d}
             return r
 
-        return t.map2(lambda o, d: attach((o, d)), out, tout, "custom_jvp", "outputs")
+        return map2(lambda o, d: attach((o, d)), out, tout, "custom_jvp", "outputs")
 
     def _pullback(self, call: _Call, ct: Any, node_args: tuple[Any, ...], graph: bool,
                   st: tuple[Any, ...] = ()) -> list[Any]:
         """The transposed JVP rule: d<ct, jvp(primals, t)[1]>/dt, on the tape (``st``: the vmap levels
         of a batched backward pass, see `_Call._batched_cotangents`)."""
-        t = functional
         leaves = list(call.leaves)
         for j, a in zip(call.pos, node_args):
             a = a if isinstance(a, Tensor) else _wrap(a)
             # (a first-order pass needs no history of the primals: the inner pass below would walk,
             # and free, the caller's graph behind them, which its own backward still needs)
             leaves[j] = a if graph else _detached(a)
-        primals = t.unflatten(call.args, leaves)
+        primals = tree_structure(call.args).unflatten(leaves)
         if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
             sizes = tuple(lv.size for lv in st)
 
@@ -659,7 +655,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
             dummies = [dummy(a) if isinstance(a, Tensor) and is_float(_raw(a).dtype) else
                        (_zeros(a, True) if _is_array(a) else 0.0) for a in leaves]
-            tangents = t.unflatten(call.args, [from_phys(d, st) if isinstance(d, Tensor) and d.requires_grad else d
+            tangents = tree_structure(call.args).unflatten([from_phys(d, st) if isinstance(d, Tensor) and d.requires_grad else d
                                                for d in dummies])
         else:
             dummies = [
@@ -667,10 +663,10 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                 (_zeros(a, True) if _is_array(a) else 0.0)
                 for a in leaves
             ]
-            tangents = t.unflatten(call.args, dummies)
+            tangents = tree_structure(call.args).unflatten(dummies)
         for d in dummies:
             if isinstance(d, Tensor) and d.requires_grad:
-                t.note_private(d)
+                note_private(d)
         # a tangent converted to a Python number (t.item()) leaves the tape: forward mode
         # still gets the right value, but the transposed rule a zero; refuse that
         window = _cut.open_window(f"custom_jvp {self.__name__}")
@@ -679,8 +675,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                 _, tout, _who = self._run_rule(call.nd, tuple(primals), tuple(tangents))
         finally:
             _cut.close(window)
-        touts = t.leaves_of(tout)
-        cts = t.leaves_of(ct)
+        touts = tree_leaves(tout)
+        cts = tree_leaves(ct)
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         if st:  # (the physical outputs and cotangents, every level at full size)

@@ -11,7 +11,8 @@ a corrupt or truncated file raises [`XpgradValueError`][xpgrad.XpgradValueError]
 The format: each array is one safetensors tensor (complex arrays as float32/float64
 with a last axis of 2, 0-d arrays as 0-d tensors); the structure is a JSON tree in
 the file's ``__xpgrad__`` metadata entry, ``{"format": 1, "tree": ...}``, whose
-nodes are ``{"d": [[key, node], ...]}``, ``{"l": [...]}``, ``{"tu": [...]}``,
+nodes are ``{"d": [[key, node], ...]}`` (``{"od": ...}`` for an ``OrderedDict``, which
+loads as one), ``{"l": [...]}``, ``{"tu": [...]}`` (a named tuple is stored as a tuple),
 ``{"t": name}`` (with ``"complex": true`` for a complex array), ``{"f": "nan"}``
 and ``{"v": value}``. [`load`][xpgrad.load] checks the whole tree against the tensor headers
 before it reads any tensor, and refuses with [`XpgradValueError`][xpgrad.XpgradValueError]
@@ -25,6 +26,7 @@ on any other tensor, an unknown format number or a malformed node.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import tempfile
@@ -158,7 +160,7 @@ def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool
                 msg = f"save: mapping keys must be str or int, got {type(k).__name__} {k!r} at {where}"
                 raise XpgradTypeError(msg)
             items.append([k, _encode(v, (*path, str(k)), tensors, flat)])
-        return {"d": items}
+        return {"od" if isinstance(obj, collections.OrderedDict) else "d": items}
     if isinstance(obj, (list, tuple)):
         enc = [_encode(v, (*path, str(i)), tensors, flat) for i, v in enumerate(obj)]
         return {"l" if isinstance(obj, list) else "tu": enc}
@@ -255,12 +257,12 @@ class _Checker:
             self.fail(path, f"expected a node like {{\"d\": [...]}}, got {_short(node)}")
         kind = "t" if "t" in node else next(iter(node))
         allowed = ("t", "complex") if kind == "t" else (kind,)
-        if kind not in ("t", "d", "l", "tu", "f", "v") or any(k not in allowed for k in node):
+        if kind not in ("t", "d", "od", "l", "tu", "f", "v") or any(k not in allowed for k in node):
             self.fail(path, f"unknown node {_short(node)}")
         value = node[kind]
         if kind == "t":
             self.check_ref(node, value, path)
-        elif kind == "d":
+        elif kind in ("d", "od"):
             self.check_dict(value, path, depth)
         elif kind in ("l", "tu"):
             if not isinstance(value, list):
@@ -326,6 +328,8 @@ def _decode(node: dict[str, Any], made: dict[str, Any]) -> Any:
         return made.pop(value)
     if kind == "d":
         return {k: _decode(v, made) for k, v in value}
+    if kind == "od":
+        return collections.OrderedDict((k, _decode(v, made)) for k, v in value)
     if kind == "l":
         return [_decode(v, made) for v in value]
     if kind == "tu":
@@ -371,7 +375,7 @@ def _tree(target: str, raw: str, headers: dict[str, tuple[str, list[int]]]) -> t
     tree = info["tree"]
     checker = _Checker(target, headers)
     checker.check(tree, "", 0)
-    if next(iter(tree)) != "d":
+    if next(iter(tree)) not in ("d", "od"):
         msg = f"load: {target!r} does not hold a mapping at its root"
         raise XpgradValueError(msg)
     return tree, checker.refs

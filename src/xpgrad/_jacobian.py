@@ -20,8 +20,9 @@ from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
 from .autograd._batched import STACK, ConcretizationError
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _as_tensor, _jvp, _leaves, _ns, _tree_map, _unflatten, _vjp, _zeros_like_any
+from .functional import _DEPTH, _as_tensor, _check_repeats, _jvp, _ns, _vjp, _zeros_like_any, check_argnums, check_fun
 from .ops._common import is_complex
+from .tree_util import tree_flatten, tree_leaves, tree_map, tree_structure
 
 __all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
 
@@ -78,8 +79,9 @@ def jacobian(
 def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, has_aux: bool, holomorphic: bool,
               name: str, chunk_size: int | None = None) -> Callable[..., Any]:
     """[`jacobian`][xpgrad.jacobian], with ``name`` (the transform the user called) in error messages."""
+    check_fun(f, name)
     single = isinstance(argnums, int)
-    nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    nums = check_argnums(argnums, name)
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
         msg = f"{name}: chunk_size must be a positive int, got {chunk_size!r}"
         raise XpgradValueError(msg)
@@ -87,14 +89,15 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for n in nums:
-            if not isinstance(n, int) or not -len(args) <= n < len(args):
+            if not -len(args) <= n < len(args):
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments"
                 raise XpgradValueError(msg)
         idx = [n % len(args) for n in nums]
+        _check_repeats(idx, argnums, name)
         top = _DEPTH.get() == 0 and not STACK.get()  # (inside a transform, results stay Tensors)
         # the arguments not differentiated: raw arrays become constant Tensors, as under grad
         # (code that takes its namespace from them then records on the differentiated ones)
-        const = [a if k in idx else _tree_map(_as_tensor, a) for k, a in enumerate(args)]
+        const = [a if k in idx else tree_map(_as_tensor, a) for k, a in enumerate(args)]
 
         def g(*diff: Any) -> Any:
             full = list(const)
@@ -118,18 +121,18 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
             )
             raise CutGraphError(msg) from e
         if top:  # as grad: a Tensor argument gets Tensor blocks, a raw array raw ones
-            in_leaves = _leaves(diff_args)
+            in_leaves = tree_leaves(diff_args)
             blocks = [[_like_input(x, blk) for x, blk in zip(in_leaves, blks)] for blks in blocks]
         rows = []
         for oi in range(len(blocks)):
             row = list(blocks[oi])
             per_arg = []
             for tree in diff_args:
-                n = len(_leaves(tree))
-                per_arg.append(_unflatten(tree, row[:n]))
+                n = len(tree_leaves(tree))
+                per_arg.append(tree_structure(tree).unflatten(row[:n]))
                 row = row[n:]
             rows.append(per_arg[0] if single else tuple(per_arg))
-        result = _unflatten(out, rows)
+        result = tree_structure(out).unflatten(rows)
         return (result, aux) if has_aux else result
 
     return wrapper
@@ -238,18 +241,18 @@ def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
     res = _vjp(g, diff_args, has_aux, name)
     out, pull = res[0], res[1]
     aux = res[2] if has_aux else None
-    out_leaves = _leaves(out)
+    out_leaves, out_def = tree_flatten(out)
     _check_complex(out_leaves, holomorphic, name, "outputs")
-    in_leaves = _leaves(diff_args)
+    in_leaves = tree_leaves(diff_args)
     total = sum(_size(o) for o in out_leaves)
     if total == 0:
         return [[_empty_block(o, x) for x in in_leaves] for o in out_leaves], out, aux
     if total == 1:  # one output element (a gradient): one plain backward pass
         ones = [b[0] for b in _basis(out_leaves)]
-        gs = [_ns(x).reshape(gk, (1, *tuple(x.shape))) for gk, x in zip(_leaves(pull(_unflatten(out, ones))), in_leaves)]
+        gs = [_ns(x).reshape(gk, (1, *tuple(x.shape))) for gk, x in zip(tree_leaves(pull(out_def.unflatten(ones))), in_leaves)]
     else:
-        gs = _leaves(vmap(lambda *cts: pull(_unflatten(out, list(cts))), chunk_size=chunk_size,
-                              randomness="same")(*_basis(out_leaves)))
+        gs = tree_leaves(vmap(lambda *cts: pull(out_def.unflatten(list(cts))), chunk_size=chunk_size,
+                                   randomness="same")(*_basis(out_leaves)))
     if holomorphic:
         gs = [_conj(gk) for gk in gs]
     blocks = []
@@ -264,29 +267,29 @@ def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
 
 def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool, name: str,
             chunk_size: int | None) -> tuple[list[list[Any]], Any, Any]:
-    in_leaves = _leaves(diff_args)
+    in_leaves, in_def = tree_flatten(diff_args)
     _check_complex(in_leaves, holomorphic, name, "inputs")
     total = sum(_size(x) for x in in_leaves)
     if total == 0 or has_aux:  # the output's structure (and aux): one plain evaluation
         zeros = [_zeros_like_any(x) for x in in_leaves]
-        res = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, zeros)), has_aux, name)
+        res = _jvp(g, tuple(diff_args), tuple(in_def.unflatten(zeros)), has_aux, name)
         out, aux = res[0], (res[2] if has_aux else None)
         if total == 0:
-            return [[_empty_block(o, x) for x in in_leaves] for o in _leaves(out)], out, aux
+            return [[_empty_block(o, x) for x in in_leaves] for o in tree_leaves(out)], out, aux
     else:
         out = aux = None
 
     def push(*tans: Any) -> Any:
-        r = _jvp(g, tuple(diff_args), tuple(_unflatten(diff_args, list(tans))), has_aux, name)
+        r = _jvp(g, tuple(diff_args), tuple(in_def.unflatten(list(tans))), has_aux, name)
         return r[1], r[0]
 
     # (one function for every direction: a random draw inside is shared by them)
     tan_out, prim_out = vmap(push, chunk_size=chunk_size, randomness="same")(*_basis(in_leaves))
     if out is None:  # (the same for every basis vector: the first one's)
-        first = [p[0, ...] for p in _leaves(prim_out)]
-        out = _unflatten(prim_out, first)
+        first = [p[0, ...] for p in tree_leaves(prim_out)]
+        out = tree_structure(prim_out).unflatten(first)
     blocks = []
-    for o, t in zip(_leaves(out), _leaves(tan_out)):
+    for o, t in zip(tree_leaves(out), tree_leaves(tan_out)):
         # t: (total, *o.shape) -> (*o.shape, total) -> per input leaf (*o.shape, *x.shape)
         ns = _ns(t)
         tt = ns.moveaxis(t, 0, -1) if t.ndim > 1 else t

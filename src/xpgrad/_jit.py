@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import functools
 import linecache
 import math
@@ -53,6 +54,7 @@ from .autograd._engine import grad as _autograd_grad
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
 from .random import _current as _current_generator
+from .tree_util import PyTreeDef, tree_flatten, tree_leaves
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
@@ -124,7 +126,8 @@ def _freeze(v: Any, who: str) -> Any:
     try:
         hash(v)
     except TypeError:
-        msg = f"{who}: a static value must be hashable, got {type(v).__name__} {v!r}"
+        msg = (f"{who}: a static value must be hashable, got {type(v).__name__} {v!r} (a container of "
+               "arrays is an argument when registered with xg.tree_util.register_dataclass or register_pytree_node)")
         raise XpgradTypeError(msg) from None
     return _scalar_key(v)
 
@@ -319,7 +322,22 @@ class _Flat:
 
 
 def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
-    """Append ``obj``'s signature to ``flat.key``; return its template (leaves replaced by markers)."""
+    """Append ``obj``'s signature to ``flat.key``; return its template (its structure, and its
+    leaves with each raw array replaced by a marker). Pytrees are :mod:`xpgrad.tree_util`'s."""
+    if isinstance(obj, Tensor) or _array_key(obj) is not None or getattr(obj, "_jit_state", None) is not None:
+        return _flatten_leaf(obj, flat, who)  # (a leaf: the common arguments, with no tree to walk)
+    leaves, treedef = tree_flatten(obj)
+    try:
+        hash(treedef)
+    except TypeError as e:
+        msg = (f"{who}: an argument's pytree structure is not hashable ({e}): the aux data (meta fields) of a "
+               "registered node must be hashable")
+        raise XpgradTypeError(msg) from None
+    flat.key.append(treedef)
+    return _Tree(treedef, [_flatten_leaf(x, flat, who) for x in leaves])
+
+
+def _flatten_leaf(obj: Any, flat: _Flat, who: str) -> Any:
     key = flat.key
     k = _array_key(obj)
     if k is not None:  # (a raw array: the common leaf first)
@@ -335,18 +353,8 @@ def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
             ts[id(obj)] = obj
         key.append(("T", list(ts).index(id(obj))))
         return obj
-    t = type(obj)
-    if t is tuple or t is list:
-        key.append((t, len(obj)))
-        return t(_flatten(o, flat, who) for o in obj)
-    if t is dict:
-        key.append((dict, tuple(obj)))
-        return {k: _flatten(v, flat, who) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
-        key.append((t, len(obj)))
-        return t(*(_flatten(o, flat, who) for o in obj))
     if isinstance(obj, _SCALARS):
-        key.append((t, obj))
+        key.append((type(obj), obj))
         return obj
     if type(obj) is Tracer:  # (a raw traced array: jit called inside a trace, inlined before this)
         raise _Eager
@@ -364,6 +372,16 @@ def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     return obj
 
 
+class _Tree:
+    """One argument's template: its structure and its leaves (raw arrays as :class:`_Leaf` markers)."""
+
+    __slots__ = ("items", "treedef")
+
+    def __init__(self, treedef: PyTreeDef, items: list[Any]) -> None:
+        self.treedef = treedef
+        self.items = items
+
+
 class _Leaf:
     __slots__ = ("i",)
 
@@ -376,15 +394,17 @@ class _Eager(Exception):  # noqa: N818 - (a signal: this call runs f eagerly, no
 
 
 def _rebuild(tmpl: Any, leaves: Sequence[Any]) -> Any:
+    """The arguments of templates ``tmpl`` (a :class:`_Tree`, or a list/dict of them and static
+    values) with the markers replaced by ``leaves``."""
     t = type(tmpl)
     if t is _Leaf:
         return leaves[tmpl.i]
-    if t is tuple or t is list:
-        return t(_rebuild(o, leaves) for o in tmpl)
+    if t is _Tree:
+        return tmpl.treedef.unflatten([leaves[x.i] if type(x) is _Leaf else x for x in tmpl.items])
+    if t is list:
+        return [_rebuild(o, leaves) for o in tmpl]
     if t is dict:
         return {k: _rebuild(v, leaves) for k, v in tmpl.items()}
-    if isinstance(tmpl, tuple) and hasattr(tmpl, "_fields"):
-        return t(*(_rebuild(o, leaves) for o in tmpl))
     return tmpl
 
 
@@ -667,6 +687,11 @@ class Jitted:
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Flat, Any, Any]:
         flat = _Flat()
         who = f"jit({self._name})"
+        for label, nums in (("static_argnums", self.static_argnums), ("donate_argnums", self.donate_argnums)):
+            if nums and max(nums) >= len(args):
+                msg = (f"{who}: {label} {nums} names argument {max(nums)}, but the call has {len(args)} "
+                       "positional arguments")
+                raise XpgradValueError(msg)
         targs: list[Any] = []
         for i, a in enumerate(args):
             if i in self.static_argnums:
@@ -675,7 +700,8 @@ class Jitted:
             else:
                 targs.append(_flatten(a, flat, who))
         tkw: dict[str, Any] = {}
-        for k, v in kwargs.items():
+        for k in sorted(kwargs):  # (the order tree_util flattens a dict in: _tensors_of's)
+            v = kwargs[k]
             flat.key.append(("kw", k))
             if k in self.static_argnames:
                 flat.key.append(("static", _freeze(v, who)))
@@ -952,37 +978,56 @@ def _slot(v: Any, outputs: list[Any]) -> int:
 def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) -> list[int]:
     if i >= len(targs):
         return []
-    found: list[int] = []
-
-    def walk(t: Any) -> None:
-        if type(t) is _Leaf:
-            found.append(leaf_tracers[t.i]._i)
-        elif isinstance(t, (list, tuple)):
-            for x in t:
-                walk(x)
-        elif isinstance(t, dict):
-            for x in t.values():
-                walk(x)
-
-    walk(targs[i])
-    return found
+    t = targs[i]
+    items = t.items if type(t) is _Tree else [t]
+    return [leaf_tracers[x.i]._i for x in items if type(x) is _Leaf]
 
 
 def _out_template(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:
+    """``(treedef, one entry per leaf, whether the result is one leaf)`` of the result; an entry is
+    ``("same", t)`` (an argument Tensor), ``("tensor", slot, requires_grad)``, ``("raw", slot)``
+    or ``("const", value)``."""
+    leaves, treedef = tree_flatten(out)
+    return (treedef, [_out_leaf(o, outputs, tensors) for o in leaves], treedef.num_nodes == 1 and len(leaves) == 1)
+
+
+def _out_leaf(out: Any, outputs: list[Any], tensors: dict[int, Tensor]) -> Any:
     if isinstance(out, Tensor):
         if id(out) in tensors:
             return ("same", out)
         return ("tensor", _slot(out.data, outputs), out._requires_grad)
     if type(out) is Tracer:
         return ("raw", _slot(out, outputs))
-    t = type(out)
-    if t is tuple or t is list:
-        return (t, [_out_template(o, outputs, tensors) for o in out])
-    if t is dict:
-        return (dict, {k: _out_template(v, outputs, tensors) for k, v in out.items()})
-    if isinstance(out, tuple) and hasattr(out, "_fields"):
-        return (t, [_out_template(o, outputs, tensors) for o in out])
+    if not isinstance(out, _SCALARS) and _holds_traced(out, 4, set()):
+        trace = TRACE.get()
+        name = trace.func if trace is not None else "f"
+        kind = "dataclass" if dataclasses.is_dataclass(out) else "class"
+        msg = (
+            f"jit({name}): {name} returned a {type(out).__qualname__} ({kind}) holding traced arrays, which jit "
+            f"cannot see inside: every call would return that same object with the first call's values; register "
+            f"{type(out).__qualname__} with xg.tree_util.register_dataclass or xg.tree_util.register_pytree_node "
+            "so that jit flattens it"
+        )
+        raise XpgradTypeError(msg)
     return ("const", out)
+
+
+def _holds_traced(obj: Any, depth: int, seen: set[int]) -> bool:
+    """Whether an object jit does not flatten holds a traced value in its attributes."""
+    if depth == 0 or id(obj) in seen or getattr(obj, "_jit_state", None) is not None or isinstance(obj, type):
+        return False
+    seen.add(id(obj))
+    try:
+        attrs = list(vars(obj).values())
+    except TypeError:
+        attrs = [getattr(obj, n, None) for c in type(obj).__mro__ for n in getattr(c, "__slots__", ())
+                 if isinstance(n, str)]
+    for v in tree_leaves(attrs):
+        if type(v) is Tracer or (isinstance(v, Tensor) and type(v.data) is Tracer):
+            return True
+        if not isinstance(v, (*_SCALARS, Tensor)) and _holds_traced(v, depth - 1, seen):
+            return True
+    return False
 
 
 _NOTHING: dict[int, Tensor] = {}
@@ -1000,47 +1045,36 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 
 def _build_out(tmpl: Any, res: tuple[Any, ...], made: dict[int, Tensor]) -> Any:
-    kind = tmpl[0]
-    if kind == "tensor":
-        t = made.get(tmpl[1])
-        return Tensor(res[tmpl[1]]) if t is None else t
-    if kind == "raw":
-        return res[tmpl[1]]
-    if kind == "same" or kind == "const":
-        return tmpl[1]
-    if kind is dict:
-        return {k: _build_out(v, res, made) for k, v in tmpl[1].items()}
-    items = [_build_out(o, res, made) for o in tmpl[1]]
-    if kind is tuple or kind is list:
-        return kind(items)
-    return kind(*items)
+    treedef, items, single = tmpl
+    if single and items[0][0] == "raw":  # (one raw array: the common result, no tree to build)
+        return res[items[0][1]]
+    vals = []
+    for x in items:
+        kind = x[0]
+        if kind == "raw":
+            vals.append(res[x[1]])
+        elif kind == "tensor":
+            t = made.get(x[1])
+            vals.append(Tensor(res[x[1]]) if t is None else t)
+        else:  # "same", "const"
+            vals.append(x[1])
+    return treedef.unflatten(vals)
 
 
 def _grad_outputs(tmpl: Any) -> list[int]:
     """The outputs (in template order) that were Tensors requiring grad when traced."""
-    kind = tmpl[0]
-    if kind == "tensor":
-        return [tmpl[1]] if tmpl[2] else []
-    if kind in ("raw", "same", "const"):
-        return []
-    items = tmpl[1].values() if kind is dict else tmpl[1]
-    return [s for o in items for s in _grad_outputs(o)]
+    return [x[1] for x in tmpl[1] if x[0] == "tensor" and x[2]]
 
 
 def _tensors_of(obj: Any, found: dict[int, Tensor] | None = None) -> dict[int, Tensor]:
     """The Tensors of a call's arguments (Modules' and optimizers' included), in `_flatten`'s order."""
     found = {} if found is None else found
-    if isinstance(obj, Tensor):
-        found.setdefault(id(obj), obj)
-    elif isinstance(obj, (tuple, list)):
-        for o in obj:
-            _tensors_of(o, found)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            _tensors_of(o, found)
-    elif getattr(obj, "_jit_state", None) is not None:
-        for t in obj._jit_state()[1]:
-            found.setdefault(id(t), t)
+    for x in tree_leaves(obj):
+        if isinstance(x, Tensor):
+            found.setdefault(id(x), x)
+        elif getattr(x, "_jit_state", None) is not None:
+            for t in x._jit_state()[1]:
+                found.setdefault(id(t), t)
     return found
 
 
@@ -1058,13 +1092,7 @@ def _call_tensors(f: Any, args: Any, kwargs: Any) -> dict[int, Tensor]:
 
 def _grad_leaves(out: Any, tensors: dict[int, Tensor]) -> list[Tensor]:
     """The Tensors of ``out`` that require grad, in `_grad_outputs`' order (``f``'s own arguments excluded)."""
-    if isinstance(out, Tensor):
-        return [out] if out._requires_grad and id(out) not in tensors else []
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _grad_leaves(o, tensors)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _grad_leaves(o, tensors)]
-    return []
+    return [t for t in tree_leaves(out) if isinstance(t, Tensor) and t._requires_grad and id(t) not in tensors]
 
 
 class _Linear:
@@ -1360,21 +1388,41 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     if not callable(f):
         msg = f"jit: expected a function, got {type(f).__name__} {f!r}"
         raise XpgradTypeError(msg)
-    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-    for label, vals in (("static_argnums", nums), ("donate_argnums", donate)):
-        for v in vals:
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                msg = f"jit: {label} must hold non-negative ints, got {v!r}"
-                raise XpgradValueError(msg)
+    nums = _positions("static_argnums", static_argnums)
+    donate = _positions("donate_argnums", donate_argnums)
+    if isinstance(static_argnames, str):
+        names: tuple[str, ...] = (static_argnames,)
+    elif isinstance(static_argnames, (tuple, list)) and all(isinstance(n, str) for n in static_argnames):
+        names = tuple(static_argnames)
+    else:
+        msg = f"jit: static_argnames must be a str or a sequence of str, got {type(static_argnames).__name__} {static_argnames!r}"
+        raise XpgradTypeError(msg)
     if set(nums) & set(donate):
         msg = f"jit: an argument cannot be both static and donated: {sorted(set(nums) & set(donate))}"
         raise XpgradValueError(msg)
-    if not isinstance(cache_size, int) or cache_size < 1:
+    if not isinstance(cache_size, int) or isinstance(cache_size, bool):
+        msg = f"jit: cache_size must be a positive int, got {type(cache_size).__name__} {cache_size!r}"
+        raise XpgradTypeError(msg)
+    if cache_size < 1:
         msg = f"jit: cache_size must be a positive int, got {cache_size!r}"
         raise XpgradValueError(msg)
     if compile not in (None, "torch"):
         msg = f"jit: compile must be None or 'torch', got {compile!r}"
         raise XpgradValueError(msg)
     return Jitted(f, nums, names, donate, compile, cache_size)
+
+
+def _positions(label: str, value: Any) -> tuple[int, ...]:
+    """``static_argnums``/``donate_argnums`` as a tuple of non-negative ints; a clear error otherwise."""
+    vals = (value,) if isinstance(value, int) else value
+    if not isinstance(vals, (tuple, list)):
+        msg = f"jit: {label} must be an int or a sequence of ints, got {type(value).__name__} {value!r}"
+        raise XpgradTypeError(msg)
+    for v in vals:
+        if not isinstance(v, int) or isinstance(v, bool):
+            msg = f"jit: {label} must hold non-negative ints, got {type(v).__name__} {v!r}"
+            raise XpgradTypeError(msg)
+        if v < 0:
+            msg = f"jit: {label} must hold non-negative ints, got {v!r}"
+            raise XpgradValueError(msg)
+    return tuple(vals)

@@ -15,10 +15,11 @@ from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _SCALARS, PRIVATE_LEAVES, _leaves, _rebuild, _seq, _tree_map
+from .functional import _DEPTH, _SCALARS, PRIVATE_LEAVES
 from .ops.creation import asarray
 from .ops.manipulation import concat
 from .random import VmapRandom
+from .tree_util import PyTreeDef, children, tree_flatten, tree_leaves
 
 __all__ = ["vmap"]
 
@@ -110,29 +111,42 @@ def vmap(
 def _check_axes_spec(spec: Any, what: str) -> None:
     if spec is None or (isinstance(spec, int) and not isinstance(spec, bool)):
         return
-    if _seq(spec):
-        for s in spec:
-            _check_axes_spec(s, what)
-        return
-    if isinstance(spec, dict):
-        for s in spec.values():
+    sub = children(spec, none_is_leaf=True)  # (a tuple/list/dict, or a registered pytree node, of axes)
+    if sub is not None and not isinstance(spec, (str, bytes)):
+        for s in sub[0]:
             _check_axes_spec(s, what)
         return
     msg = f"vmap: {what} must be an int, None, or a tuple/list/dict of them, got {spec!r}"
     raise XpgradTypeError(msg)
 
 
-def _prefix(spec: Any, tree: Any, what: str, path: str) -> Any:
-    """``spec`` broadcast to every leaf of ``tree`` (a tree of axes with ``tree``'s structure)."""
+def _prefix(spec: Any, tree: Any, what: str, path: str, out: list[Any]) -> list[Any]:
+    """``spec`` (a tree prefix of ``tree``, as JAX's ``in_axes``) broadcast to the leaves of
+    ``tree``: appends one axis per leaf of ``tree`` (in :func:`~xpgrad.tree_util.tree_leaves`
+    order) to ``out``. A list may stand for a tuple and a dict for any mapping."""
     if spec is None or isinstance(spec, int):
-        return _tree_map(lambda _: spec, tree)
-    if _seq(spec) and _seq(tree) and len(spec) == len(tree):
-        return _rebuild(tree, [_prefix(s, t, what, f"{path}[{i}]") for i, (s, t) in enumerate(zip(spec, tree))])
-    if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
-        return {k: _prefix(spec[k], tree[k], what, f"{path}[{k!r}]") for k in tree}
+        out.extend([spec] * len(tree_leaves(tree)))
+        return out
+    sub = children(tree)
+    spec_sub = children(spec, none_is_leaf=True)
+    if sub is not None and spec_sub is not None:
+        kids, entries = sub
+        if isinstance(spec, (list, tuple)) and isinstance(tree, (list, tuple)) and len(spec) == len(tree):
+            for i, (s, t) in enumerate(zip(spec, kids)):
+                _prefix(s, t, what, f"{path}[{i}]", out)
+            return out
+        if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
+            for k, t in zip(entries, kids):
+                _prefix(spec[k], t, what, f"{path}[{k!r}]", out)
+            return out
+        if type(spec) is type(tree) and spec_sub[1] == entries:  # (the same registered node type)
+            for k, s, t in zip(entries, spec_sub[0], kids):
+                _prefix(s, t, what, f"{path}.{k}", out)
+            return out
     msg = (
         f"vmap: {what} must match the structure of {path} (a tree prefix of it): got {what} {spec!r} "
-        f"for a value of type {type(tree).__name__}" + (f" of length {len(tree)}" if _seq(tree) else "")
+        f"for a value of type {type(tree).__name__}"
+        + (f" of length {len(tree)}" if isinstance(tree, (list, tuple)) else "")
     )
     raise XpgradValueError(msg)
 
@@ -165,9 +179,11 @@ def _mapped_size(x: Any, ax: int, where: str) -> tuple[int, int]:
     return ax, int(size)
 
 
-def _flat_in(in_axes: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], list[Any], list[str]]:
-    """The leaves of the arguments, their axes and names (keyword arguments last, axis 0)."""
-    if _seq(in_axes):
+def _flat_in(in_axes: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> tuple[list[Any], list[Any], list[str], list[PyTreeDef]]:
+    """The leaves of the arguments, their axes and names (keyword arguments last, axis 0), and
+    each argument's structure (positional ones first, then the keyword ones in order)."""
+    if isinstance(in_axes, (list, tuple)):
         if len(in_axes) != len(args):
             msg = (
                 f"vmap: in_axes has {len(in_axes)} entries but the function got {len(args)} positional "
@@ -183,18 +199,27 @@ def _flat_in(in_axes: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
     leaves: list[Any] = []
     axes: list[Any] = []
     names: list[str] = []
+    defs: list[PyTreeDef] = []
     for i, (s, a) in enumerate(zip(spec, args)):
-        ax_tree = _prefix(s, a, "in_axes", f"argument {i}")
-        la = _leaves(a)
+        _prefix(s, a, "in_axes", f"argument {i}", axes)
+        la, treedef = tree_flatten(a)
         leaves += la
-        axes += _leaves(ax_tree) if la else []
+        defs.append(treedef)
         names += [f"argument {i}" + (f" (leaf {j})" if len(la) > 1 else "") for j in range(len(la))]
     for k, v in kwargs.items():
-        la = _leaves(v)
+        la, treedef = tree_flatten(v)
         leaves += la
+        defs.append(treedef)
         axes += [0] * len(la)
         names += [f"keyword argument {k!r}" + (f" (leaf {j})" if len(la) > 1 else "") for j in range(len(la))]
-    return leaves, axes, names
+    return leaves, axes, names, defs
+
+
+def _rebuild_args(defs: list[PyTreeDef], leaves: list[Any], n_args: int, keys: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments of structures ``defs`` (see :func:`_flat_in`) with ``leaves``."""
+    it = iter(leaves)
+    trees = [d.unflatten([next(it) for _ in range(d.num_leaves)]) for d in defs]
+    return tuple(trees[:n_args]), dict(zip(keys, trees[n_args:]))
 
 
 def _size(leaves: list[Any], axes: list[Any], names: list[str], axis_size: int | None) -> tuple[int, list[Any]]:
@@ -225,12 +250,12 @@ def _size(leaves: list[Any], axes: list[Any], names: list[str], axis_size: int |
 
 def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | None, chunk_size: int | None,
           args: tuple[Any, ...], kwargs: dict[str, Any], randomness: str, rng: VmapRandom, offset: int = 0) -> Any:
-    leaves, axes, names = _flat_in(in_axes, args, kwargs)
+    leaves, axes, names, defs = _flat_in(in_axes, args, kwargs)
     size, norm = _size(leaves, axes, names, axis_size)
     outer = STACK.get()
     raw = not outer and _DEPTH.get() == 0 and not any(isinstance(x, Tensor) for x in leaves)
     if chunk_size is not None and size > chunk_size:
-        return _chunked(f, in_axes, out_axes, size, chunk_size, args, kwargs, leaves, norm, raw, randomness, rng)
+        return _chunked(f, in_axes, out_axes, size, chunk_size, args, kwargs, leaves, norm, raw, defs, randomness, rng)
     level = Level(size, randomness, rng, offset)
     Ko = len(outer)
     with open_level(level) as st:
@@ -238,18 +263,14 @@ def _call(f: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | N
         # raw_array[batched_index] then work on every library, as they do for Tensors)
         mapped = [(_wrap(x) if _is_array(x) and not isinstance(x, Tensor) else x) if ax is None
                   else _enter(x, ax, outer, st) for x, ax in zip(leaves, norm)]
-        it = iter(mapped)
-        new_args = tuple(_tree_map(lambda _: next(it), a) for a in args)
-        new_kwargs = {k: _tree_map(lambda _: next(it), v) for k, v in kwargs.items()}
+        new_args, new_kwargs = _rebuild_args(defs, mapped, len(args), kwargs)
         out = f(*new_args, **new_kwargs)
-        spec = _prefix(out_axes, out, "out_axes", "the output")
-        out_leaves = _leaves(out)
-        specs = _leaves(spec) if out_leaves else []
+        specs = _prefix(out_axes, out, "out_axes", "the output", [])
+        out_leaves, out_def = tree_flatten(out)
         res = [_exit(o, ax, level, outer, st, Ko, k) for k, (o, ax) in enumerate(zip(out_leaves, specs))]
     if raw:  # (an output on the graph of a Tensor that requires grad, a model's parameter, stays a Tensor)
         res = [_unwrap(r) for r in res]
-    it2 = iter(res)
-    return _tree_map(lambda _: next(it2), out)
+    return out_def.unflatten(res)
 
 
 def _moveaxis(t: Any, src: int, dst: int) -> Any:
@@ -312,21 +333,19 @@ def _exit(o: Any, ax: Any, level: Level, outer: tuple[Level, ...], st: tuple[Lev
 
 
 def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chunk: int, args: tuple[Any, ...],
-             kwargs: dict[str, Any], leaves: list[Any], norm: list[Any], raw: bool, randomness: str,
-             rng: VmapRandom) -> Any:
+             kwargs: dict[str, Any], leaves: list[Any], norm: list[Any], raw: bool, defs: list[PyTreeDef],
+             randomness: str, rng: VmapRandom) -> Any:
     """Map chunks of at most ``chunk`` examples in turn and join the results along ``out_axes``
     (the chunks share ``rng``, so they draw the random numbers one call would)."""
     outs = []
     for start in range(0, size, chunk):
         stop = min(start + chunk, size)
         parts = [x if ax is None else _slice(x, ax, start, stop) for x, ax in zip(leaves, norm)]
-        it = iter(parts)
-        a2 = tuple(_tree_map(lambda _: next(it), a) for a in args)
-        k2 = {k: _tree_map(lambda _: next(it), v) for k, v in kwargs.items()}
+        a2, k2 = _rebuild_args(defs, parts, len(args), kwargs)
         outs.append(_call(f, in_axes, out_axes, stop - start, None, a2, k2, randomness, rng, start))
-    spec = _prefix(out_axes, outs[0], "out_axes", "the output")
-    specs = _leaves(spec)
-    flat = [_leaves(o) for o in outs]
+    specs = _prefix(out_axes, outs[0], "out_axes", "the output", [])
+    out_def = tree_flatten(outs[0])[1]
+    flat = [tree_leaves(o) for o in outs]
     joined = []
     for j, ax in enumerate(specs):
         pieces = [fl[j] for fl in flat]
@@ -337,8 +356,7 @@ def _chunked(f: Callable[..., Any], in_axes: Any, out_axes: Any, size: int, chun
         n = ts[0].ndim
         r = concat(ts, axis=ax % n)
         joined.append(_unwrap(r) if raw else r)
-    it3 = iter(joined)
-    return _tree_map(lambda _: next(it3), outs[0])
+    return out_def.unflatten(joined)
 
 
 def _unwrap(r: Any) -> Any:

@@ -7,7 +7,9 @@ arguments are wrapped as Tensors for the duration of the call. Calls nest to any
 order (``grad(grad(f))``, ``jacfwd(jacrev(f))``, ``jvp`` of ``grad``, ``grad`` of
 ``jvp``): an inner transform that runs inside an outer one keeps its results on
 the tape (and their forward tangents), so the outer one can differentiate them.
-Arguments may be arrays or (nested) lists, tuples and dicts of arrays.
+Arguments and results may be arrays or pytrees of them (:mod:`xpgrad.tree_util`: lists,
+tuples, dicts, named tuples, ``None``, registered dataclasses and classes), which keep
+their types.
 
 Reverse mode (``grad``, ``vjp``, ``jacrev``) runs the tape's backward pass;
 forward mode (``jvp``, ``jacfwd``) opens a forward level (see
@@ -37,6 +39,7 @@ from .ops._common import is_complex
 from .ops.creation import asarray, zeros_like
 from .ops.data_type import astype
 from .ops.elementwise import conj
+from .tree_util import describe, leaves_up_to, tree_flatten, tree_leaves, tree_map
 
 __all__ = ["grad", "hvp", "jvp", "linearize", "stop_gradient", "value_and_grad", "vjp"]
 
@@ -67,27 +70,31 @@ def _is_array(x: Any) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tensor)
 
 
-def _seq(x: Any) -> bool:
-    """A list or tuple (namedtuples included, as in JAX) that the tree helpers descend into."""
-    return isinstance(x, (list, tuple)) and type(x) is not _Pair
+def check_fun(f: Any, name: str) -> None:
+    """Refuse a transform of something that is not callable, naming the transform and the value."""
+    if not callable(f):
+        msg = f"{name}: expected a function to transform, got {type(f).__name__} {f!r}"
+        raise XpgradTypeError(msg)
 
 
-def _rebuild(like: Any, items: Any) -> Any:
-    return type(like)(*items) if hasattr(like, "_fields") else type(like)(items)
+def check_argnums(argnums: Any, name: str) -> tuple[int, ...]:
+    """``argnums`` (an int or a sequence of ints) as a tuple; refuses other types and repeats."""
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        return (argnums,)
+    if isinstance(argnums, (tuple, list)) and all(isinstance(n, int) and not isinstance(n, bool) for n in argnums):
+        nums = tuple(argnums)
+        _check_repeats(nums, nums, name)
+        return nums
+    msg = f"{name}: argnums must be an int or a sequence of ints, got {type(argnums).__name__} {argnums!r}"
+    raise XpgradTypeError(msg)
 
 
-def _tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    if _seq(tree):
-        return _rebuild(tree, [_tree_map(fn, t) for t in tree])
-    if isinstance(tree, dict):
-        return {k: _tree_map(fn, v) for k, v in tree.items()}
-    return fn(tree)
-
-
-def _leaves(tree: Any) -> list[Any]:
-    out: list[Any] = []
-    _tree_map(out.append, tree)
-    return out
+def _check_repeats(idx: Sequence[int], argnums: Any, name: str) -> None:
+    if len(set(idx)) != len(idx):
+        dup = next(n for k, n in enumerate(idx) if n in idx[:k])
+        msg = (f"{name}: argnums {argnums!r} names argument {dup} more than once; each argument may be "
+               "differentiated once (as in torch.func)")
+        raise XpgradValueError(msg)
 
 
 def _as_tensor(x: Any) -> Any:
@@ -221,31 +228,36 @@ def value_and_grad(
 def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str,
                     holomorphic: bool = False) -> Callable[..., Any]:
     """[`value_and_grad`][xpgrad.functional.value_and_grad], with ``name`` (the transform the user called) in error messages."""
+    check_fun(f, name)
     func = getattr(f, "__name__", "f")
     single = isinstance(argnums, int)
-    nums: tuple[int, ...] = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    nums = check_argnums(argnums, name)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for n in nums:
-            if not isinstance(n, int) or not -len(args) <= n < len(args):
+            if not -len(args) <= n < len(args):
                 msg = f"{name}: argnums {argnums!r} out of range for {len(args)} positional arguments of {func}"
                 raise XpgradValueError(msg)
         idx = [n % len(args) for n in nums]
+        _check_repeats(idx, argnums, name)
         depth = _DEPTH.get()
         # unwrap results only at top level: inside an outer transform a result may
         # depend on the outer variables (through a closure) and must stay on the tape
         st = STACK.get()
-        raw_in = depth == 0 and not st and not any(isinstance(a, Tensor) for a in _leaves(args))
+        raw_in = depth == 0 and not st and not any(isinstance(a, Tensor) for a in tree_leaves(args))
         wrapped = list(args)
         diff_leaves: list[list[Tensor]] = []
+        in_trees = []
         for n in idx:
-            tree = _tree_map(functools.partial(_diff_input, func=name, argnum=n), args[n])
-            wrapped[n] = tree
-            diff_leaves.append(_leaves(tree))
+            leaves, treedef = tree_flatten(args[n])
+            dl = [_diff_input(x, name, n) for x in leaves]
+            wrapped[n] = treedef.unflatten(dl)
+            diff_leaves.append(dl)
+            in_trees.append((leaves, treedef))
         for k, a in enumerate(args):
             if k not in idx:
-                wrapped[k] = _tree_map(_as_tensor, a)
+                wrapped[k] = tree_map(_as_tensor, a)
         token = _DEPTH.set(depth + 1)
         gtoken = GRAD_ENABLED.set(True)
         window = _cut.open_window(name)
@@ -286,15 +298,13 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
             grads.append(g)
         # rebuild each argument's tree with its gradients; raw leaves get raw gradients
         it = iter(grads)
-        trees = [
-            _tree_map(lambda orig: _like(orig, next(it), depth), args[n]) for n in idx
-        ]
+        trees = [treedef.unflatten([_like(orig, next(it), depth) for orig in leaves]) for leaves, treedef in in_trees]
         g_out = trees[0] if single else tuple(trees)
         v_out: Any = value
         if raw_in:
             v_out = _unwrap(v_out)
         if has_aux:
-            aux_out = _tree_map(_unwrap, aux) if raw_in else aux
+            aux_out = tree_map(_unwrap, aux) if raw_in else aux
             return (v_out, aux_out), g_out
         return v_out, g_out
 
@@ -357,56 +367,6 @@ def _grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, ho
     return wrapper
 
 
-# ---------------------------------------------------------------------- pytrees
-def _tree_map2(fn: Callable[[Any, Any], Any], a: Any, b: Any, func: str, what: str) -> Any:
-    """Map over two trees of the same structure (lists/tuples/dicts), naming ``what`` on mismatch."""
-    if _seq(a):
-        if not _seq(b) or len(a) != len(b):
-            msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
-            raise XpgradValueError(msg)
-        return _rebuild(a, [_tree_map2(fn, x, y, func, what) for x, y in zip(a, b)])
-    if isinstance(a, dict):
-        if not isinstance(b, dict) or set(a) != set(b):
-            msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
-            raise XpgradValueError(msg)
-        return {k: _tree_map2(fn, a[k], b[k], func, what) for k in a}
-    if _seq(b) or isinstance(b, dict):
-        msg = f"{func}: {what} do not have the same structure: {_describe(a)} and {_describe(b)}"
-        raise XpgradValueError(msg)
-    return fn(a, b)
-
-
-# the pytree helpers, for xpgrad._custom
-def leaves_of(tree: Any) -> list[Any]:
-    return _leaves(tree)
-
-
-def unflatten(tree: Any, leaves: Sequence[Any]) -> Any:
-    return _unflatten(tree, leaves)
-
-
-def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    return _tree_map(fn, tree)
-
-
-def map2(fn: Callable[[Any, Any], Any], a: Any, b: Any, func: str, what: str) -> Any:
-    return _tree_map2(fn, a, b, func, what)
-
-
-def _describe(x: Any) -> str:
-    if isinstance(x, (list, tuple)):
-        return f"{type(x).__name__} of {len(x)}"
-    if isinstance(x, dict):
-        return f"dict with keys {sorted(map(str, x))}"
-    shape = getattr(x, "shape", None)
-    return f"{type(x).__name__}{'' if shape is None else f' of shape {tuple(shape)}'}"
-
-
-def _unflatten(tree: Any, leaves: Sequence[Any]) -> Any:
-    it = iter(leaves)
-    return _tree_map(lambda _: next(it), tree)
-
-
 def _bxp(x: Any) -> Any:
     return backend_namespace(x.data if isinstance(x, Tensor) else x)
 
@@ -448,7 +408,7 @@ def stop_gradient(x: Any) -> Any:
         >>> xg.jvp(lambda x: x * xg.stop_gradient(x), (np.array([3.0]),), (np.array([1.0]),))[1]
         array([3.])
     """
-    return _tree_map(lambda a: apply(_stop, (a,), {}) if isinstance(a, Tensor) else a, x)
+    return tree_map(lambda a: apply(_stop, (a,), {}) if isinstance(a, Tensor) else a, x)
 
 
 # ---------------------------------------------------------------------- vjp
@@ -481,9 +441,11 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     fname = getattr(f, "__name__", "f")
     depth = _DEPTH.get()
     st_rec = STACK.get()  # the vmap levels open at the forward pass: its physical values have their axes
-    raw_in = depth == 0 and not st_rec and not any(isinstance(a, Tensor) for a in _leaves(primals))
-    wrapped = [_tree_map(functools.partial(_diff_input, func=func, argnum=k), p) for k, p in enumerate(primals)]
-    flat = _leaves(wrapped)
+    raw_in = depth == 0 and not st_rec and not any(isinstance(a, Tensor) for a in tree_leaves(primals))
+    in_trees = [tree_flatten(p) for p in primals]
+    per = [[_diff_input(x, func, k) for x in leaves] for k, (leaves, _) in enumerate(in_trees)]
+    wrapped = [treedef.unflatten(ws) for (_, treedef), ws in zip(in_trees, per)]
+    flat = [t for ws in per for t in ws]
     token = _DEPTH.set(depth + 1)
     gtoken = GRAD_ENABLED.set(True)
     window = _cut.open_window(func)
@@ -496,13 +458,14 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     if has_aux:
         out, aux = _split_aux(out, func, f)
     cuts = window.cuts
-    outs = [_output_tensor(o, func, fname, cuts) for o in _leaves(out)]
+    out_leaves, out_def = tree_flatten(out)
+    outs = [_output_tensor(o, func, fname, cuts) for o in out_leaves]
     if st_rec:
         outs = [to_phys(o, st_rec, func) for o in outs]
     flat_phys = [_phys(t) for t in flat]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
-        cts = _leaves(_tree_map2(lambda o, c: c, out, cotangents, func, "the cotangents and the outputs"))
+        cts = leaves_up_to(out_def, cotangents, func, "the cotangents and the outputs", out)
         st = STACK.get()
         if st[:len(st_rec)] != st_rec or any(a is not b for a, b in zip(st, st_rec)):
             msg = (
@@ -535,15 +498,15 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
             if st:
                 res = [None if g is None else from_phys(g, st) for g in res]
         if cuts:  # a cotangent that is None (structurally zero): was the graph cut?
-            per = [_leaves(w) for w in wrapped]
             _cut.check_reverse(func, fname, cuts, flat, res, functools.partial(_arg_label, list(range(len(per))), per))
         as_tensor = not raw_in or tensor_ct or _DEPTH.get() > 0 or bool(st)
         grads = [_zeros_for(t, as_tensor) if g is None else _as(g, as_tensor) for t, g in zip(flat, res)]
-        return tuple(_unflatten(primals, grads)[k] for k in range(len(primals)))
+        it = iter(grads)
+        return tuple(treedef.unflatten([next(it) for _ in leaves]) for leaves, treedef in in_trees)
 
-    out_ret = _tree_map(_unwrap, out) if raw_in else out
+    out_ret = tree_map(_unwrap, out) if raw_in else out
     if has_aux:
-        return out_ret, vjp_fn, (_tree_map(_unwrap, aux) if raw_in else aux)
+        return out_ret, vjp_fn, (tree_map(_unwrap, aux) if raw_in else aux)
     return out_ret, vjp_fn
 
 
@@ -599,7 +562,7 @@ def _as(g: Any, as_tensor: bool) -> Any:
 def _split_aux(out: Any, func: str, f: Callable[..., Any]) -> tuple[Any, Any]:
     if not (isinstance(out, tuple) and len(out) == 2):
         name = getattr(f, "__name__", "f")
-        msg = f"{func}: has_aux=True requires {name} to return an (output, aux) pair, got {_describe(out)}"
+        msg = f"{func}: has_aux=True requires {name} to return an (output, aux) pair, got {describe(out)}"
         raise XpgradTypeError(msg)
     return out
 
@@ -650,13 +613,14 @@ def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         msg = f"{func}: got {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal"
         raise XpgradValueError(msg)
     depth = _DEPTH.get()
-    leaves = _leaves(list(primals)) + _leaves(list(tangents))
+    leaves = tree_leaves(list(primals)) + tree_leaves(list(tangents))
     raw_in = depth == 0 and not STACK.get() and not any(isinstance(a, Tensor) for a in leaves)
     with forward_level() as level:
-        wrapped = [
-            _tree_map2(functools.partial(_dual, level=level, func=func, k=k), p, t, func, f"primal {k} and its tangent")
-            for k, (p, t) in enumerate(zip(primals, tangents))
-        ]
+        wrapped = []
+        for k, (p, t) in enumerate(zip(primals, tangents)):
+            pl, treedef = tree_flatten(p)
+            tl = leaves_up_to(treedef, t, func, f"primal {k} and its tangent", p)
+            wrapped.append(treedef.unflatten([_dual(x, v, level, func, k) for x, v in zip(pl, tl)]))
         token = _DEPTH.set(depth + 1)
         window = _cut.open_window(func)
         try:
@@ -666,29 +630,26 @@ def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
             _DEPTH.reset(token)
         if has_aux:
             out, aux = _split_aux(out, func, f)
-        _check_tangents(out, level, func, getattr(f, "__name__", "f"), window.cuts)
-        pairs = _tree_map(lambda o: _split_tangent(o, level, func, raw_in), out)
-    primal_out = _tree_map(lambda p: p[0], pairs)
-    tangent_out = _tree_map(lambda p: p[1], pairs)
+        out_leaves, out_def = tree_flatten(out)
+        _check_tangents(out_leaves, level, func, getattr(f, "__name__", "f"), window.cuts)
+        pairs = [_split_tangent(o, level, func, raw_in) for o in out_leaves]
+    primal_out = out_def.unflatten([p[0] for p in pairs])
+    tangent_out = out_def.unflatten([p[1] for p in pairs])
     if has_aux:
-        return primal_out, tangent_out, (_tree_map(_unwrap, aux) if raw_in else aux)
+        return primal_out, tangent_out, (tree_map(_unwrap, aux) if raw_in else aux)
     return primal_out, tangent_out
 
 
-def _check_tangents(out: Any, level: int, func: str, fname: str, cuts: list[Any]) -> None:
-    """Refuse Python numbers among the outputs, and an output without a tangent of ``level``
+def _check_tangents(out_leaves: list[Any], level: int, func: str, fname: str, cuts: list[Any]) -> None:
+    """Refuse Python numbers among the output leaves, and an output without a tangent of ``level``
     when a value that carried one was converted (the graph was cut: a zero tangent is wrong)."""
-    for k, o in enumerate(_leaves(out)):
+    for k, o in enumerate(out_leaves):
         if isinstance(o, _SCALARS):
             _cut.number_output(func, fname, o, cuts)  # raises: a Python number carries no tangent
         if isinstance(o, Batched):
             o = o._inner
         if cuts and not (isinstance(o, Tensor) and o._fw and level in o._fw):
             _cut.check_forward(func, fname, cuts, level, f"output {k}")
-
-
-class _Pair(tuple):  # type: ignore[type-arg]
-    """(primal, tangent) of one output leaf; a tuple subclass the tree helpers treat as a leaf."""
 
 
 def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
@@ -755,12 +716,12 @@ def _dual_leaf(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
     return t
 
 
-def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> _Pair:
+def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> tuple[Any, Any]:
     """An output leaf's (primal without the level's tangent, tangent at the level)."""
     if isinstance(o, Batched):
         st = o._levels
         p, tan = _split_tangent(o._inner, level, func, False)
-        return _Pair((from_phys(p, st), from_phys(tan, st)))
+        return from_phys(p, st), from_phys(tan, st)
     if isinstance(o, Tensor):
         fw = o._fw
         tan = fw.get(level) if fw else None
@@ -779,8 +740,8 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> _Pair:
     if tan is None:
         tan = _zeros_for(p, False) if hasattr(p, "shape") else type(p)(0)
     if raw_in:
-        return _Pair((_unwrap(p), _unwrap(tan)))
-    return _Pair((p, tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan)))
+        return _unwrap(p), _unwrap(tan)
+    return p, (tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan))
 
 
 def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
@@ -795,7 +756,7 @@ def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., 
         >>> y, f_jvp(np.array([1.0]))
         (array([8.]), array([12.]))
     """
-    out = _jvp(f, primals, tuple(_tree_map(_zeros_like_any, p) for p in primals), False, "linearize")[0]
+    out = _jvp(f, primals, tuple(tree_map(_zeros_like_any, p) for p in primals), False, "linearize")[0]
 
     def f_jvp(*tangents: Any) -> Any:
         return _jvp(f, primals, tangents, False, "linearize")[1]

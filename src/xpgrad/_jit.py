@@ -194,6 +194,10 @@ class _Guards:
         t = type(v)
         if t is _Leaf or v is None:
             return
+        if t is _Tree:  # (an argument's template: its structure is in the signature, its leaves are walked)
+            for x in v.items:
+                self.walk(x, depth + 1)
+            return
         if t in _SCALARS:
             key.append(_scalar_key(v))
             self.state = True

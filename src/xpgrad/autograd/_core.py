@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -518,8 +519,23 @@ def _wrap_view(prim: Primitive, args: Sequence[Any], kw: dict[str, Any], o: Any,
         if isinstance(a, Tensor) and may_alias(o, a.data):
             t = _wrap(o, node, oidx, a._version)
             t._base = (a, prim, kw, j, pos)
+            _note_view(a, t)
             return t
     return _wrap(o, node, oidx)
+
+
+def _note_view(base: Any, view: Any) -> None:
+    """Remember (weakly) that ``view`` is a view of ``base``: a recorded write into ``base``
+    regenerates it from the new base (``Tensor._refresh_views``), as PyTorch regenerates a
+    view's graph after an in-place update of its base."""
+    views: list[Any] | None = getattr(base, "_views", None)
+    if views is None:
+        base._views = [weakref.ref(view)]
+        return
+    views.append(weakref.ref(view))
+    n = len(views)
+    if n >= 16 and not n & (n - 1):  # (at each power of two: the dead ones out, amortized O(1))
+        views[:] = [r for r in views if r() is not None]
 
 
 # The fast path: `apply` and `_record` for one or two arguments of a ``fast``

@@ -107,8 +107,10 @@ class Tensor:
     # Tensor written with a batched value inside vmap can become one (its __class__ changes);
     # on a Tensor made inside vmap, _levels holds the vmap levels open when it was made
     # (autograd._batched.write_into), else it is unset, as _inner is
+    # _views: on a tensor that views were made of, weak references to those views (see
+    # autograd._core._wrap_view), so that a recorded write into it regenerates them; unset elsewhere
     __slots__ = ("__weakref__", "_base", "_fw", "_hooks", "_inner", "_levels", "_node", "_oidx", "_requires_grad",
-                 "_version", "data", "grad")
+                 "_version", "_views", "data", "grad")
     __hash__ = object.__hash__
     __array_priority__ = 1000  # NumPy arrays on the left defer to our reflected operators
 
@@ -679,6 +681,8 @@ class Tensor:
                 info = t._base
                 view = apply(info[1], (info[0],), info[2])
                 t._rebind(view[info[3]] if info[1].multi else view)
+            # the other views of the base, made before, read the new base too (PyTorch's view rebase)
+            last._refresh_views(recorded=True)
             return self
         fw = None
         if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
@@ -718,7 +722,58 @@ class Tensor:
         self._version[0] += 1
         if fw is not None or self._fw:
             self._fw = fw
+        if _core._fwd_open:
+            # the memory is shared: the bases this view writes into, and every other view of
+            # them, take their tangents from the new value
+            self._carry_tangent()._refresh_views(recorded=False)
         return self
+
+    def _carry_tangent(self) -> Tensor:
+        """Carry this view's new tangents back to each base it is still a view of; the last base.
+
+        After an unrecorded write into a view (which reached the bases' memory), each base's
+        tangent becomes its old tangent with the view's part replaced by the view's new tangent
+        (the view function's writer, as a recorded write carries the value).
+        """
+        t = self
+        while True:
+            info = getattr(t, "_base", None)
+            if info is None or info[0]._version is not t._version:
+                return t
+            writer = _writer(t, info)
+            if writer is None:
+                return t
+            base = info[0]
+            if t._fw or base._fw:
+                v = _wrap(t.data)
+                v._fw = t._fw
+                base._fw = writer(base, v, info)._fw or None
+            t = base
+
+    def _refresh_views(self, *, recorded: bool) -> None:
+        """After a write into this tensor: its live views (and theirs, recursively) read it again.
+
+        A recorded write gave this tensor a new array and node: a view made before it takes
+        the same view of the new value (value, graph, version counter), as PyTorch regenerates
+        a view's ``grad_fn`` after an in-place update of its base. An unrecorded write changed
+        the shared memory, which the views see already: they take the new tangents only.
+        """
+        views = getattr(self, "_views", None)
+        if not views:
+            return
+        for ref in list(views):
+            v = ref()
+            if v is None or v._base[0] is not self:
+                continue
+            prim, kw, j = v._base[1], v._base[2], v._base[3]
+            if recorded:
+                if v._version is not self._version:
+                    new = apply(prim, (self,), kw)
+                    v._rebind(new[j] if prim.multi else new)
+            elif v._fw or self._fw:
+                new = apply(prim, (self,), kw)
+                v._fw = (new[j] if prim.multi else new)._fw
+            v._refresh_views(recorded=recorded)
 
     def _write_chain(self, name: str) -> list[Tensor]:
         """The views a recorded write into ``self`` passes through, ``self`` first, checked.

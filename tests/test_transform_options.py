@@ -74,3 +74,26 @@ def test_jacrev_allow_int_gives_integer_zeros_as_jax(backend: Any) -> None:
         assert jn_np.shape == want[1].shape == (3, 3)
         assert np.issubdtype(jn_np.dtype, np.integer)
         assert not jn_np.any()
+
+
+# ---------------------------------------------------------------------- 2. linearize(has_aux=True)
+
+
+def test_linearize_has_aux_as_jax(backend: Any) -> None:
+    x_np, t_np = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+
+    def f(x: Any) -> Any:
+        return x**3, {"sum": xg.sum(x)}
+
+    def fj(x: Any) -> Any:
+        return x**3, {"sum": jnp.sum(x)}
+
+    y_j, jvp_j, aux_j = jax.linearize(fj, jnp.asarray(x_np), has_aux=True)
+    y, f_jvp, aux = xg.linearize(f, backend.asarray(x_np), has_aux=True)
+    np.testing.assert_allclose(backend.to_numpy(y), np.asarray(y_j))
+    np.testing.assert_allclose(float(backend.to_numpy(aux["sum"])), float(aux_j["sum"]))
+    for k in range(3):
+        t = t_np * (k + 1)
+        np.testing.assert_allclose(backend.to_numpy(f_jvp(backend.asarray(t))), np.asarray(jvp_j(jnp.asarray(t))))
+    _, f_jvp2 = xg.linearize(lambda x: x**3, backend.asarray(x_np))
+    np.testing.assert_allclose(backend.to_numpy(f_jvp2(backend.asarray(t_np))), 3 * x_np**2 * t_np)

@@ -781,11 +781,12 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> tuple[Any, An
     return p, (tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan))
 
 
-def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP of ``f`` at ``primals``.
 
-    Unlike JAX, ``f_jvp`` re-runs ``f`` in forward mode for each call (nothing is
-    stored).
+    With ``has_aux=True``, ``f`` returns ``(out, aux)`` and the result is
+    ``(out, f_jvp, aux)``, as ``jax.linearize``. Unlike JAX, ``f_jvp`` re-runs ``f`` in
+    forward mode for each call (nothing is stored).
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -793,12 +794,14 @@ def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., 
         >>> y, f_jvp(np.array([1.0]))
         (array([8.]), array([12.]))
     """
-    out = _jvp(f, primals, tuple(tree_map(_zeros_like_any, p) for p in primals), False, "linearize")[0]
+    res = _jvp(f, primals, tuple(tree_map(_zeros_like_any, p) for p in primals), has_aux, "linearize")
 
     def f_jvp(*tangents: Any) -> Any:
-        return _jvp(f, primals, tangents, False, "linearize")[1]
+        return _jvp(f, primals, tangents, has_aux, "linearize")[1]
 
-    return out, f_jvp
+    if has_aux:
+        return res[0], f_jvp, res[2]
+    return res[0], f_jvp
 
 
 def _zeros_like_any(x: Any) -> Any:

@@ -97,3 +97,114 @@ def test_linearize_has_aux_as_jax(backend: Any) -> None:
         np.testing.assert_allclose(backend.to_numpy(f_jvp(backend.asarray(t))), np.asarray(jvp_j(jnp.asarray(t))))
     _, f_jvp2 = xg.linearize(lambda x: x**3, backend.asarray(x_np))
     np.testing.assert_allclose(backend.to_numpy(f_jvp2(backend.asarray(t_np))), 3 * x_np**2 * t_np)
+
+
+# ---------------------------------------------------------------------- 3. jit(donate_argnames=)
+
+
+def _h(x: Any, y: Any) -> Any:
+    return xg.cos(x) * y + xg.sin(y)
+
+
+def test_jit_donate_argnames_keyword_and_positional(backend: Any) -> None:
+    x0 = np.linspace(-1.0, 1.0, 6)
+    want = backend.to_numpy(_h(backend.asarray(x0), backend.asarray(2.0 * x0)))
+    f = xg.jit(_h, donate_argnames="x")
+    assert f.donate_argnums == (0,)  # implied through the signature, as jax.jit infers it
+    for k in range(3):
+        x, y = backend.asarray(x0), backend.asarray(2.0 * x0)
+        out = f(x=x, y=y) if k % 2 else f(x, y=y)
+        np.testing.assert_allclose(backend.to_numpy(out), want)
+        np.testing.assert_array_equal(backend.to_numpy(y), 2.0 * x0)  # (not donated: never written)
+    g = xg.jit(_h, donate_argnums=1)
+    assert g.donate_argnames == ("y",)
+    np.testing.assert_allclose(backend.to_numpy(g(backend.asarray(x0), y=backend.asarray(2.0 * x0))), want)
+
+
+def test_jit_donate_argnames_writes_the_donated_buffer_on_numpy() -> None:
+    x0 = np.linspace(-1.0, 1.0, 6)
+    want = _h(x0, 2.0 * x0).data
+    f = xg.jit(_h, donate_argnames="x")
+    f(x=x0.copy(), y=2.0 * x0)
+    x = x0.copy()
+    np.testing.assert_array_equal(f(x=x, y=2.0 * x0).data, want)
+    assert not np.array_equal(x, x0)  # the donated buffer held an intermediate
+    y = 2.0 * x0
+    for _ in range(2):
+        f(x=x0.copy(), y=y)
+    np.testing.assert_array_equal(y, 2.0 * x0)
+
+
+def test_jit_donate_argnames_unknown_name_raises_as_jax() -> None:
+    with pytest.raises(ValueError, match="donate_argnames"):
+        jax.jit(lambda x, y: x + y, donate_argnames="z")
+    with pytest.raises(xg.XpgradValueError, match=r"jit: donate_argnames names \['z'\]"):
+        xg.jit(_h, donate_argnames="z")
+    with pytest.raises(xg.XpgradTypeError, match="donate_argnames must be a str"):
+        xg.jit(_h, donate_argnames=3)  # type: ignore[arg-type]
+    with pytest.raises(xg.XpgradValueError, match="both static and donated"):
+        xg.jit(_h, static_argnames="y", donate_argnames="y")
+    xg.jit(lambda x, **kw: x, donate_argnames="z")  # (**kwargs takes any name, as in JAX)
+
+
+def test_jit_static_argnums_out_of_range_raises_at_the_call(backend: Any) -> None:
+    f = xg.jit(_h, static_argnums=5)
+    x = backend.asarray(np.ones(2))
+    for _ in range(2):
+        with pytest.raises(xg.XpgradValueError, match=r"static_argnums \(5,\) names argument 5, but the call has 2"):
+            f(x, x)
+
+
+# ---------------------------------------------------------------------- 4. custom_vjp(nondiff_argnames=)
+
+
+def _make_scaled_clip(lib: Any, custom_vjp: Any) -> Any:
+    """``scale * x`` whose gradient is clipped to [-bound, bound]; ``bound`` named nondiff."""
+
+    def f(x: Any, bound: float, scale: Any) -> Any:
+        return x * scale
+
+    g = custom_vjp(f, nondiff_argnames=("bound",))
+
+    def fwd(x: Any, bound: float, scale: Any) -> Any:
+        return x * scale, (x, scale)
+
+    def bwd(bound: float, res: Any, ct: Any) -> Any:
+        x, scale = res
+        return lib.clip(ct * scale, -bound, bound), lib.sum(ct * x)
+
+    g.defvjp(fwd, bwd)
+    return g
+
+
+def test_custom_vjp_nondiff_argnames_as_jax(backend: Any) -> None:
+    x_np, s_np = np.array([0.5, -1.0, 2.0]), np.array(3.0)
+    gj = _make_scaled_clip(jnp, jax.custom_vjp)
+    assert gj.nondiff_argnums == (1,)
+    want = jax.grad(lambda x, s: jnp.sum(gj(x, 2.0, s) * jnp.asarray([1.0, 1.0, 0.1])), argnums=(0, 1))(
+        jnp.asarray(x_np), jnp.asarray(s_np))
+    x, s = backend.asarray(x_np), backend.asarray(s_np)
+    w = backend.asarray(np.array([1.0, 1.0, 0.1]))
+    g = _make_scaled_clip(xg, xg.custom_vjp)
+    assert g.nondiff_argnums == (1,)
+    for bound_kw in (False, True):  # (the name may come positionally or by keyword)
+        def loss(x: Any, s: Any, bound_kw: bool = bound_kw) -> Any:
+            y = g(x, bound=2.0, scale=s) if bound_kw else g(x, 2.0, s)
+            return xg.sum(y * w)
+
+        gx, gs = xg.grad(loss, argnums=(0, 1))(x, s)
+        np.testing.assert_allclose(backend.to_numpy(gx), np.asarray(want[0]))
+        np.testing.assert_allclose(float(backend.to_numpy(gs)), float(want[1]))
+
+
+def test_custom_vjp_nondiff_argnames_join_argnums_and_bad_names() -> None:
+    def f(a: Any, b: Any, c: Any) -> Any:
+        return a
+
+    assert xg.custom_vjp(f, nondiff_argnums=(0,), nondiff_argnames=("c",)).nondiff_argnums == (0, 2)
+    assert jax.custom_vjp(f, nondiff_argnums=(0,), nondiff_argnames=("c",)).nondiff_argnums == (0, 2)
+    assert xg.custom_jvp(f, nondiff_argnames=("b",)).nondiff_argnums == (1,)
+    with pytest.raises(xg.XpgradValueError, match=r"custom_vjp f: nondiff_argnames names \['z'\]"):
+        xg.custom_vjp(f, nondiff_argnames=("z",))
+    with pytest.raises(xg.XpgradTypeError, match="nondiff_argnames must be a sequence of str"):
+        xg.custom_vjp(f, nondiff_argnames=(1,))  # type: ignore[arg-type]

@@ -208,3 +208,77 @@ def test_custom_vjp_nondiff_argnames_join_argnums_and_bad_names() -> None:
         xg.custom_vjp(f, nondiff_argnames=("z",))
     with pytest.raises(xg.XpgradTypeError, match="nondiff_argnames must be a sequence of str"):
         xg.custom_vjp(f, nondiff_argnames=(1,))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- 5. checkpoint(policy=)
+
+_POLICIES = ["nothing_saveable", "everything_saveable", "dots_saveable", "checkpoint_dots"]
+# (primitive runs in forward + backward for the block below: matmul x2, sin x1 in the forward)
+_RUNS = {"nothing_saveable": {"matmul": 4, "sin": 2}, "everything_saveable": {"matmul": 2, "sin": 1},
+         "dots_saveable": {"matmul": 2, "sin": 2}, "checkpoint_dots": {"matmul": 2, "sin": 2}}
+
+
+def _count_runs(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]) -> dict[str, int]:
+    from xpgrad.autograd._core import PRIMITIVES
+
+    counts = dict.fromkeys(names, 0)
+    for n in names:
+        prim, fwd = PRIMITIVES[n], PRIMITIVES[n].fwd
+
+        def counted(xp: Any, *a: Any, _fwd: Any = fwd, _n: str = n, **k: Any) -> Any:
+            counts[_n] += 1
+            return _fwd(xp, *a, **k)
+
+        monkeypatch.setattr(prim, "fwd", counted)
+    return counts
+
+
+def _block_and_data(backend: Any) -> tuple[Any, Any, Any]:
+    rng = np.random.default_rng(0)
+    w_np, x_np = rng.standard_normal((3, 3)), rng.standard_normal((2, 3))
+    w = backend.asarray(w_np)
+
+    def block(x: Any) -> Any:
+        return xg.sin(x @ w) @ w
+
+    return block, backend.asarray(x_np), (w_np, x_np)
+
+
+@pytest.mark.parametrize("name", _POLICIES)
+def test_checkpoint_policy_changes_what_backward_recomputes(backend: Any, name: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    block, x, (w_np, x_np) = _block_and_data(backend)
+    policy = getattr(xg.checkpoint_policies, name)
+    want = jax.grad(lambda x: jnp.sum(jax.checkpoint(lambda h: jnp.sin(h @ w_np) @ w_np,
+                                                     policy=getattr(jax.checkpoint_policies, name))(x)))(x_np)
+    counts = _count_runs(monkeypatch, ("matmul", "sin"))
+    for _ in range(2):
+        for k in counts:
+            counts[k] = 0
+        g = xg.grad(lambda x: xg.sum(xg.checkpoint(block, policy=policy)(x)))(x)
+        assert counts == _RUNS[name]
+        np.testing.assert_allclose(backend.to_numpy(g), np.asarray(want), rtol=1e-6)
+        plain = xg.grad(lambda x: xg.sum(block(x)))(x)
+        np.testing.assert_allclose(backend.to_numpy(g), backend.to_numpy(plain), rtol=1e-12)
+
+
+def test_checkpoint_custom_policy_and_second_order(backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    block, x, _ = _block_and_data(backend)
+    counts = _count_runs(monkeypatch, ("matmul", "sin"))
+    keep_sin = xg.checkpoint(block, policy=lambda prim, *a, **k: prim.name == "sin")
+    g = xg.grad(lambda x: xg.sum(keep_sin(x)))(x)
+    assert counts == {"matmul": 4, "sin": 1}  # (sin kept: not run again; matmul recomputed)
+    np.testing.assert_allclose(backend.to_numpy(g), backend.to_numpy(xg.grad(lambda x: xg.sum(block(x)))(x)))
+
+    def gnorm(f: Any) -> Any:
+        return xg.grad(lambda x: xg.sum(xg.grad(lambda y: xg.sum(f(y) ** 2))(x) ** 2))(x)
+
+    want = backend.to_numpy(gnorm(block))
+    for name in _POLICIES:
+        got = gnorm(xg.checkpoint(block, policy=getattr(xg.checkpoint_policies, name)))
+        np.testing.assert_allclose(backend.to_numpy(got), want, rtol=1e-10)
+
+
+def test_checkpoint_policy_must_be_callable() -> None:
+    with pytest.raises(xg.XpgradTypeError, match="checkpoint: policy must be a callable"):
+        xg.checkpoint(lambda x: x, policy="dots_saveable")  # type: ignore[arg-type]

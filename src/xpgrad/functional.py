@@ -210,7 +210,7 @@ def value_and_grad(
             a complex output is refused, as in JAX and PyTorch: take ``xg.real`` or
             ``xg.abs`` of it to differentiate a real quantity.
         allow_int: accept integer and bool arguments (leaves) in ``argnums``, as JAX:
-            each gets a NumPy array of dtype [`float0`][xpgrad.functional.float0]
+            each gets a NumPy array of dtype ``float0``
             (JAX's ``jax.dtypes.float0``, a zero-size void dtype) with its shape as
             gradient, whatever the argument's array type. Without it such an argument
             raises.

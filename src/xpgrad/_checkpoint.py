@@ -32,6 +32,15 @@ was), as PyTorch's ``preserve_rng_state=True``. An explicit
 where a draw is a call of the program, the recomputation is handed the forward's
 traced draws instead (the program draws once per call).
 
+Policies (``policy=``, JAX's ``jax.checkpoint_policies``): a policy is a callable
+``policy(prim, *arrays, **params) -> bool`` asked for each primitive ``f`` runs (``prim``
+an xpgrad ``Primitive``, with ``.name``; the arrays its raw inputs). The forward keeps
+the output of every primitive it answers True for, in order; the recomputation asks
+again and takes the kept output instead of running the primitive (the node is recorded
+as usual, so its VJP reads the same inputs). `nothing_saveable` is the default (keep
+nothing); `everything_saveable` keeps everything, which is ``f`` unwrapped: it is run
+as is, recording its whole graph.
+
 State: the recomputation runs with ``RECOMPUTING`` set, so BatchNorm does not update its
 running statistics and ``num_batches_tracked`` a second time. The version counter of
 every Tensor ``f``'s ops read (closed-over constants too) is checked before it runs.
@@ -39,6 +48,7 @@ every Tensor ``f``'s ops read (closed-over constants too) is checked before it r
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from collections.abc import Callable
@@ -50,10 +60,11 @@ from ._policy import _policy_scope, current_policy
 from ._tracing import TRACE
 from .autograd import _core
 from .autograd._batched import STACK
-from .autograd._core import FWD_LEVELS, GRAD_SLOT, Node, Primitive, _record
+from .autograd._core import FWD_LEVELS, GRAD_SLOT, REMAT, Node, Primitive, _record
 from .autograd._engine import _engine_call
 from .autograd._grad_mode import GRAD_ENABLED, RECOMPUTING, enable_grad
 from .autograd._tensor import Tensor, _wrap
+from .checkpoint_policies import everything_saveable, nothing_saveable
 from .functional import _DEPTH, _identity
 from .ops._common import is_xpgrad
 from .random import _current
@@ -122,7 +133,7 @@ class _Call:
     static parts of the call, and how to find the boundary again. Never a Tensor made by ``f``."""
 
     __slots__ = ("closed", "depth", "drawn", "ex_pos", "f", "g", "keys", "leaves", "n_ex", "n_leaves", "name", "out_pos",
-                 "policy", "result", "rng", "trace", "tree", "versions", "where")
+                 "policy", "remat", "result", "rng", "trace", "tree", "versions", "where")
 
     closed: list[tuple[Any, int, Any]]  # per closed-over Tensor: (leaf or node, output index, shape/dtype)
     depth: int  # functional._DEPTH at the forward
@@ -136,6 +147,7 @@ class _Call:
     name: str
     out_pos: list[int]  # which output leaves are the node's outputs
     policy: Any  # the DevicePolicy of the forward
+    remat: Any  # (the checkpoint policy, the outputs it kept in the forward), or None
     rng: Any  # (generator, its state before the forward), or None
     trace: Any  # the xg.jit trace the forward ran in, or None
     tree: Any  # the structure (a treedef) of (args, kwargs) as called
@@ -188,10 +200,15 @@ class _Call:
             marker = next(_core._seq)
             token = _DEPTH.set(self.depth)
             again = RECOMPUTING.set(True)  # (state writes of f, done by the forward, are not done again)
+            replay = None
+            if self.remat is not None:  # (the outputs the policy kept are taken, not computed again)
+                replay = _open_remat(_Remat(self.remat[0], who, self.remat[1]))
             try:
                 with _policy_scope(self.policy):
                     out = self._run_rng(args, kwargs)
             finally:
+                if replay is not None:
+                    _close_remat(replay)
                 RECOMPUTING.reset(again)
                 _DEPTH.reset(token)
             out_leaves = tree_leaves(out)
@@ -275,12 +292,68 @@ class _Call:
                 gen._np.bit_generator.state = now
 
 
+def _raw(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+class _Remat:
+    """Runs the ops of a checkpointed ``f`` under a policy (`REMAT`): the forward keeps the
+    outputs the policy names; the recomputation (``saved`` given) takes them back in order."""
+
+    def __init__(self, policy: Callable[..., Any], who: str, saved: list[tuple[str, Any]] | None = None) -> None:
+        self.policy = policy
+        self.who = who
+        self.replay = saved is not None
+        self.saved: list[tuple[str, Any]] = [] if saved is None else saved
+        self.k = 0
+
+    def apply(self, prim: Primitive, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        token = REMAT.set(None)  # (the op itself runs as usual)
+        try:
+            keep = bool(self.policy(prim, *map(_raw, args), **kw))
+            if not self.replay:
+                res = _core.apply(prim, args, kw)
+                if keep:
+                    self.saved.append((prim.name, tuple(map(_raw, res)) if prim.multi else _raw(res)))
+                return res
+            if not keep:
+                return _core.apply(prim, args, kw)
+            if self.k >= len(self.saved) or self.saved[self.k][0] != prim.name:
+                msg = (f"{self.who}: the recomputation in backward ran {prim.name} where the forward kept "
+                       f"{self.saved[self.k][0] if self.k < len(self.saved) else 'nothing more'}; the function must "
+                       "compute the same thing every time it is called")
+                raise XpgradRuntimeError(msg)
+            value = self.saved[self.k][1]
+            self.k += 1
+            kept = copy.copy(prim)  # (the same rules; its forward hands back the kept output)
+            kept.fwd = lambda xp, *a, **k: value
+            return _core.apply(kept, args, kw)
+        finally:
+            REMAT.reset(token)
+
+
+def _open_remat(remat: _Remat) -> tuple[Any, Any]:
+    """Route the ops of this thread through ``remat`` (READS must be open for `apply` to look)."""
+    entry: tuple[int, dict[int, list[int]]] = (threading.get_ident(), {})
+    with _READS_LOCK:
+        _core.READS.append(entry)
+    return entry, REMAT.set(remat)
+
+
+def _close_remat(opened: tuple[Any, Any]) -> None:
+    entry, token = opened
+    REMAT.reset(token)
+    with _READS_LOCK:
+        _core.READS[:] = [e for e in _core.READS if e is not entry]
+
+
 def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:
     # the last argument is the call (saved like an argument, so backward frees it)
     return args[-1].cotangents(xp, g, args[:-1])[i]
 
 
-def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Callable[..., Any]:
+def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True,
+               policy: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``f`` that keeps only its inputs on the tape and recomputes itself in backward.
 
     Gradient checkpointing (rematerialization), as JAX's ``jax.checkpoint`` (alias
@@ -315,6 +388,12 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
     Args:
         f: the function to checkpoint (a function, a Module, any callable).
         preserve_rng_state: reproduce [`xpgrad.random`][xpgrad.random] draws in the recomputation.
+        policy: what to keep of ``f``'s intermediates instead of recomputing them, as
+            ``jax.checkpoint``'s ``policy``: one of ``xg.checkpoint_policies``
+            (``nothing_saveable``, the default; ``everything_saveable``: recompute
+            nothing; ``dots_saveable``, alias ``checkpoint_dots``: keep matrix products),
+            or a callable ``policy(prim, *arrays, **params) -> bool`` asked per
+            primitive ``f`` runs (``prim.name`` names it; True keeps its output).
 
     Raises:
         XpgradTypeError: ``f`` is not callable.
@@ -337,20 +416,26 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True) -> Cal
     if not callable(f):
         msg = f"checkpoint: expected a callable to checkpoint, got {type(f).__name__} {f!r}"
         raise XpgradTypeError(msg)
+    if policy is not None and not callable(policy):
+        msg = (f"checkpoint: policy must be a callable (prim, *arrays, **params) -> bool such as "
+               f"xg.checkpoint_policies.dots_saveable, got {type(policy).__name__} {policy!r}")
+        raise XpgradTypeError(msg)
     name = _fname(f)
+    keeps = None if policy is None or policy is nothing_saveable else policy
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if not GRAD_ENABLED.get() or FWD_LEVELS.get() or STACK.get():
-            # (forward mode needs no saved values; inside vmap f runs as is: no memory saving yet)
+        if not GRAD_ENABLED.get() or FWD_LEVELS.get() or STACK.get() or keeps is everything_saveable:
+            # (forward mode needs no saved values; inside vmap f runs as is: no memory saving yet;
+            # everything_saveable keeps all of f's graph: f as it is)
             return f(*args, **kwargs)
-        return _forward(f, name, preserve_rng_state, args, kwargs)
+        return _forward(f, name, preserve_rng_state, args, kwargs, keeps)
 
     return wrapped
 
 
 def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any:
+             kwargs: dict[str, Any], keeps: Callable[..., Any] | None = None) -> Any:
     tree = (args, kwargs)
     leaves, tree_def = tree_flatten(tree)
     ex_pos = [j for j, a in enumerate(leaves) if isinstance(a, Tensor) and a._requires_grad]
@@ -375,9 +460,13 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     entry = (threading.get_ident(), reads)
     with _READS_LOCK:
         _core.READS.append(entry)
+    remat = _Remat(keeps, f"checkpoint({name})") if keeps is not None else None
+    rtoken = REMAT.set(remat) if remat is not None else None
     try:
         out = f(*a2, **k2)
     finally:
+        if rtoken is not None:
+            REMAT.reset(rtoken)
         with _READS_LOCK:
             _core.READS[:] = [e for e in _core.READS if e is not entry]
         if drawn is not None:
@@ -416,6 +505,7 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     call.out_pos = out_pos
     call.n_leaves = len(out_leaves)
     call.policy = policy
+    call.remat = (keeps, remat.saved) if remat is not None else None
     call.rng = rng
     call.drawn = drawn
     call.trace = trace

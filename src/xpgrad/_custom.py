@@ -135,6 +135,27 @@ def _argnums(who: str, nondiff_argnums: Sequence[int]) -> tuple[int, ...]:
     return nums
 
 
+def _argnames(who: str, fun: Callable[..., Any], nums: tuple[int, ...], names: Sequence[str]) -> tuple[int, ...]:
+    """``nondiff_argnums`` joined by the positions of the parameters ``nondiff_argnames`` names, as JAX
+    infers them from ``fun``'s signature (JAX drops a name that is no positional parameter silently;
+    here it raises)."""
+    if isinstance(names, str):
+        names = (names,)
+    if not isinstance(names, (tuple, list)) or not all(isinstance(n, str) for n in names):
+        msg = f"{who}: nondiff_argnames must be a sequence of str, got {names!r}"
+        raise XpgradTypeError(msg)
+    if not names:
+        return nums
+    params = list(inspect.signature(fun).parameters.values())
+    pos = {p.name: k for k, p in enumerate(params) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    bad = [n for n in names if n not in pos]
+    if bad:
+        msg = (f"{who}: nondiff_argnames names {bad}, which are not positional parameters of "
+               f"{_fname(fun)} (its parameters: {[p.name for p in params]})")
+        raise XpgradValueError(msg)
+    return tuple(sorted(set(nums) | {pos[n] for n in names}))
+
+
 def _split(owner: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """(the non-differentiable arguments, the others), as JAX's ``nondiff_argnums`` splits them."""
     nums = owner.nondiff_argnums
@@ -314,6 +335,9 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
     names arguments that are not arrays (a function, a string): ``fwd`` takes all the
     arguments, ``bwd(*nondiff_args, residuals, g)`` returns cotangents for the others.
     An array that is being differentiated there raises XpgradTypeError.
+    ``nondiff_argnames`` names them by parameter name instead, as JAX (turned into
+    positions by ``fun``'s signature and joined to ``nondiff_argnums``; a name that is
+    no positional parameter raises, where JAX ignores it).
 
     Unlike JAX, ``jvp`` of a custom_vjp function differentiates ``fwd``'s operations
     (where they are xpgrad operations) instead of raising.
@@ -339,11 +363,13 @@ class custom_vjp:  # noqa: N801 - a decorator, named as in JAX
     kind = "custom_vjp"
     save = ()
 
-    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = (),
+                 nondiff_argnames: Sequence[str] = ()) -> None:
         functools.update_wrapper(self, fun)
         self.__name__: str = _fname(fun)
         self.fun = fun
-        self.nondiff_argnums = _argnums(f"custom_vjp {self.__name__}", nondiff_argnums)
+        who = f"custom_vjp {self.__name__}"
+        self.nondiff_argnums = _argnames(who, fun, _argnums(who, nondiff_argnums), nondiff_argnames)
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
 
@@ -484,7 +510,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
     ``f.defjvps(jvp_0, jvp_1, ...)`` gives one rule per argument instead (see
     `defjvps`). ``nondiff_argnums`` names arguments that are not arrays: they
-    come first in the rule's signature, ``jvp(*nondiff_args, primals, tangents)``.
+    come first in the rule's signature, ``jvp(*nondiff_args, primals, tangents)``;
+    ``nondiff_argnames`` names them by parameter name, as in `custom_vjp`.
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -506,11 +533,13 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
     kind = "custom_jvp"
     save = None  # the transposed rule needs the primals
 
-    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = (),
+                 nondiff_argnames: Sequence[str] = ()) -> None:
         functools.update_wrapper(self, fun)
         self.__name__: str = _fname(fun)
         self.fun = fun
-        self.nondiff_argnums = _argnums(f"custom_jvp {self.__name__}", nondiff_argnums)
+        who = f"custom_jvp {self.__name__}"
+        self.nondiff_argnums = _argnames(who, fun, _argnums(who, nondiff_argnums), nondiff_argnames)
         self.jvp: Callable[..., Any] | None = None
 
     def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,7 +20,7 @@ from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
 from .autograd._batched import STACK, ConcretizationError
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _as_tensor, _check_repeats, _jvp, _ns, _vjp, _zeros_like_any, check_argnums, check_fun
+from .functional import _DEPTH, _as_tensor, _check_repeats, _is_int_leaf, _jvp, _ns, _vjp, _zeros_like_any, check_argnums, check_fun
 from .ops._common import is_complex
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_structure
 
@@ -33,6 +33,7 @@ def jacobian(
     mode: str = "rev",
     has_aux: bool = False,
     holomorphic: bool = False,
+    allow_int: bool = False,
     *,
     chunk_size: int | None = None,
 ) -> Callable[..., Any]:
@@ -57,6 +58,9 @@ def jacobian(
         holomorphic: ``f`` is complex-differentiable; allows complex inputs in
             ``"fwd"`` mode and complex outputs in ``"rev"`` mode, and gives the plain
             derivative ``df/dz`` in both (as in JAX).
+        allow_int: accept integer and bool arguments (leaves) in ``argnums``, as
+            ``jax.jacrev``: their blocks are zeros of shape ``S + T`` in the argument's
+            own integer dtype (as JAX returns them). Without it they raise.
         chunk_size: push at most this many basis vectors through at once (less memory,
             more passes), as ``torch.func.jacrev``'s ``chunk_size``.
 
@@ -73,11 +77,12 @@ def jacobian(
     if mode not in ("rev", "fwd"):
         msg = f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}"
         raise XpgradValueError(msg)
-    return _jacobian(f, argnums, mode, has_aux, holomorphic, "jacrev" if mode == "rev" else "jacfwd", chunk_size)
+    return _jacobian(f, argnums, mode, has_aux, holomorphic, "jacrev" if mode == "rev" else "jacfwd", chunk_size,
+                     allow_int)
 
 
 def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, has_aux: bool, holomorphic: bool,
-              name: str, chunk_size: int | None = None) -> Callable[..., Any]:
+              name: str, chunk_size: int | None = None, allow_int: bool = False) -> Callable[..., Any]:
     """[`jacobian`][xpgrad.jacobian], with ``name`` (the transform the user called) in error messages."""
     check_fun(f, name)
     single = isinstance(argnums, int)
@@ -108,11 +113,23 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
         fname = getattr(f, "__name__", "f")
         g.__name__ = fname  # (messages name the user's function)
         diff_args = [args[i] for i in idx]
+        ints = [_is_int_leaf(x) for x in tree_leaves(diff_args)] if allow_int else []
+        g_diff, d_args = g, diff_args
+        if any(ints):  # integer leaves ride along as constants: differentiate the float ones alone
+            leaves, tdef = tree_flatten(diff_args)
+
+            def g_diff(*floats: Any) -> Any:
+                it = iter(floats)
+                full = [_as_tensor(x) if i else next(it) for x, i in zip(leaves, ints)]
+                return g(*tdef.unflatten(full))
+
+            g_diff.__name__ = fname
+            d_args = [x for x, i in zip(leaves, ints) if not i]
         try:
             if mode == "rev":
-                blocks, out, aux = _jacrev(g, diff_args, has_aux, holomorphic, name, chunk_size)
+                blocks, out, aux = _jacrev(g_diff, d_args, has_aux, holomorphic, name, chunk_size)
             else:
-                blocks, out, aux = _jacfwd(g, diff_args, has_aux, holomorphic, name, chunk_size)
+                blocks, out, aux = _jacfwd(g_diff, d_args, has_aux, holomorphic, name, chunk_size)
         except ConcretizationError as e:
             msg = (
                 f"{name}: {fname} converted a value it differentiates to a Python value ({e}); {name} "
@@ -120,6 +137,9 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
                 "single Python value: keep the computation in array functions"
             )
             raise CutGraphError(msg) from e
+        if any(ints):
+            out_leaves = tree_leaves(out)
+            blocks = [_with_int_blocks(o, blks, tree_leaves(diff_args), ints) for o, blks in zip(out_leaves, blocks)]
         if top:  # as grad: a Tensor argument gets Tensor blocks, a raw array raw ones
             in_leaves = tree_leaves(diff_args)
             blocks = [[_like_input(x, blk) for x, blk in zip(in_leaves, blks)] for blks in blocks]
@@ -139,7 +159,7 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
 
 
 def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False, *, chunk_size: int | None = None) -> Callable[..., Any]:
+           holomorphic: bool = False, allow_int: bool = False, *, chunk_size: int | None = None) -> Callable[..., Any]:
     """``jacobian(f, argnums, mode="rev")``: one forward pass, one batched backward pass.
 
     Examples:
@@ -148,7 +168,8 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
         array([[1., 0.],
                [0., 1.]])
     """
-    return jacobian(f, argnums, mode="rev", has_aux=has_aux, holomorphic=holomorphic, chunk_size=chunk_size)
+    return jacobian(f, argnums, mode="rev", has_aux=has_aux, holomorphic=holomorphic, allow_int=allow_int,
+                    chunk_size=chunk_size)
 
 
 def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -176,6 +197,24 @@ def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bo
     """
     inner = _jacobian(f, argnums, "rev", has_aux, holomorphic, "hessian")
     return _jacobian(inner, argnums, "fwd", has_aux, holomorphic, "hessian", chunk_size)
+
+
+def _with_int_blocks(o: Any, blks: list[Any], leaves: list[Any], ints: list[bool]) -> list[Any]:
+    """The blocks of output ``o`` over all input ``leaves``: zeros (the leaf's dtype, shape
+    ``o.shape + x.shape``, as ``jax.jacrev(allow_int=True)``) for the integer ones."""
+    it = iter(blks)
+    out = []
+    for x, i in zip(leaves, ints):
+        if not i:
+            out.append(next(it))
+            continue
+        raw = raw_array(x) if hasattr(x, "shape") else raw_array(o)
+        xp = backend_namespace(raw)
+        dt = raw.dtype if hasattr(x, "shape") else (xp.bool if isinstance(x, bool) else xp.int64)
+        shape = (*tuple(o.shape), *tuple(getattr(x, "shape", ())))
+        z = xp.zeros(shape, dtype=dt, device=array_api_compat.device(raw))
+        out.append(_wrap(z) if isinstance(o, Tensor) or isinstance(x, Tensor) else z)
+    return out
 
 
 def _like_input(x: Any, blk: Any) -> Any:

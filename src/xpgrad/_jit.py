@@ -26,6 +26,7 @@ import collections
 import copy
 import dataclasses
 import functools
+import inspect
 import linecache
 import math
 import threading
@@ -654,11 +655,15 @@ class Jitted:
     """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit]."""
 
     def __init__(self, f: Callable[..., Any], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
-                 donate_argnums: tuple[int, ...], compile: str | None, cache_size: int) -> None:  # noqa: A002
+                 donate_argnums: tuple[int, ...], compile: str | None, cache_size: int,  # noqa: A002
+                 donate_argnames: tuple[str, ...] = ()) -> None:
         self.f = f
         self.static_argnums = static_argnums
         self.static_argnames = static_argnames
         self.donate_argnums = donate_argnums
+        self.donate_argnames = donate_argnames
+        self._donate_given = donate_argnums  # (jit() replaces this by the argnums the caller gave)
+        self._donate_by_name: dict[int, str] = {}  # donated position -> its parameter's name (may come by keyword)
         self.compile = compile
         self.cache_size = cache_size
         self._cache: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
@@ -691,7 +696,8 @@ class Jitted:
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Flat, Any, Any]:
         flat = _Flat()
         who = f"jit({self._name})"
-        for label, nums in (("static_argnums", self.static_argnums), ("donate_argnums", self.donate_argnums)):
+        given = tuple(i for i in self._donate_given if self._donate_by_name.get(i) not in kwargs)
+        for label, nums in (("static_argnums", self.static_argnums), ("donate_argnums", given)):
             if nums and max(nums) >= len(args):
                 msg = (f"{who}: {label} {nums} names argument {max(nums)}, but the call has {len(args)} "
                        "positional arguments")
@@ -927,6 +933,7 @@ class Jitted:
         with self._lock:
             self._traces += 1
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
+        donated |= {s for k in self.donate_argnames if k in tkw for s in _donated_slots(k, flat, tkw, leaf_tracers)}
         reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
         run_trace = trace
         entry.n_out = len(outputs)
@@ -979,8 +986,9 @@ def _slot(v: Any, outputs: list[Any]) -> int:
     return len(outputs) - 1
 
 
-def _donated_slots(i: int, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) -> list[int]:
-    if i >= len(targs):
+def _donated_slots(i: int | str, flat: _Flat, targs: Any, leaf_tracers: list[Tracer]) -> list[int]:
+    """The trace inputs of positional argument ``i`` (of ``targs``) or keyword argument ``i`` (of a dict)."""
+    if isinstance(i, int) and i >= len(targs):
         return []
     t = targs[i]
     items = t.items if type(t) is _Tree else [t]
@@ -1343,7 +1351,8 @@ def _restore(cells: _Cells, snap: Any) -> None:
 
 def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        compile: str | None = None, cache_size: int = 64) -> Any:  # noqa: A002
+        donate_argnames: str | Sequence[str] = (), compile: str | None = None,  # noqa: A002
+        cache_size: int = 64) -> Any:
     """Trace ``f`` once per signature, then replay its program of backend calls with no tape.
 
     ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
@@ -1362,6 +1371,11 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         static_argnames: names of keyword arguments that are static.
         donate_argnums: positions of array arguments the program may overwrite (NumPy:
             their buffers hold intermediate results; JAX: ``jax.jit``'s donation).
+        donate_argnames: names of arguments to donate, as ``jax.jit``: a keyword argument
+            of that name is donated, and so is a positional one whose parameter has that
+            name. As in JAX, given alone either of ``donate_argnums``/``donate_argnames``
+            implies the other through ``f``'s signature, and a name ``f`` does not take
+            (with no ``**kwargs``) raises here.
         compile: ``"torch"`` hands the program of torch arrays to ``torch.compile``;
             None replays it (JAX arrays always run under ``jax.jit``).
         cache_size: how many signatures are kept (least recently used dropped first).
@@ -1388,7 +1402,8 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     """
     if f is None:
         return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, compile=compile, cache_size=cache_size)
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames, compile=compile,
+                             cache_size=cache_size)
     if not callable(f):
         msg = f"jit: expected a function, got {type(f).__name__} {f!r}"
         raise XpgradTypeError(msg)
@@ -1401,8 +1416,13 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     else:
         msg = f"jit: static_argnames must be a str or a sequence of str, got {type(static_argnames).__name__} {static_argnames!r}"
         raise XpgradTypeError(msg)
+    given = donate
+    donate, donate_names = _donation(f, donate, _names("donate_argnames", donate_argnames))
     if set(nums) & set(donate):
         msg = f"jit: an argument cannot be both static and donated: {sorted(set(nums) & set(donate))}"
+        raise XpgradValueError(msg)
+    if set(names) & set(donate_names):
+        msg = f"jit: an argument cannot be both static and donated: {sorted(set(names) & set(donate_names))}"
         raise XpgradValueError(msg)
     if not isinstance(cache_size, int) or isinstance(cache_size, bool):
         msg = f"jit: cache_size must be a positive int, got {type(cache_size).__name__} {cache_size!r}"
@@ -1413,7 +1433,58 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     if compile not in (None, "torch"):
         msg = f"jit: compile must be None or 'torch', got {compile!r}"
         raise XpgradValueError(msg)
-    return Jitted(f, nums, names, donate, compile, cache_size)
+    jitted = Jitted(f, nums, names, donate, compile, cache_size, donate_names)
+    jitted._donate_given = given  # (positions inferred from donate_argnames may be passed by keyword)
+    jitted._donate_by_name = _param_names(f, donate)
+    return jitted
+
+
+def _param_names(f: Callable[..., Any], nums: tuple[int, ...]) -> dict[int, str]:
+    """The names of ``f``'s positional-or-keyword parameters at positions ``nums``."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    return {k: p.name for k, p in enumerate(params)
+            if k in nums and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+
+
+def _names(label: str, value: Any) -> tuple[str, ...]:
+    """``donate_argnames`` as a tuple of str; a clear error otherwise."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (tuple, list)) and all(isinstance(n, str) for n in value):
+        return tuple(value)
+    msg = f"jit: {label} must be a str or a sequence of str, got {type(value).__name__} {value!r}"
+    raise XpgradTypeError(msg)
+
+
+def _donation(f: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """``(donate_argnums, donate_argnames)`` completed from ``f``'s signature as ``jax.jit`` does: given
+    alone, each implies the other (positional-or-keyword parameters); a name ``f`` cannot take raises."""
+    if not nums and not names:
+        return nums, names
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):  # (no signature: a builtin) the arguments are taken as given
+        return nums, names
+    if names:
+        by_name = {p.name: p for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            bad = sorted(set(names) - set(by_name))
+            if bad:
+                name = getattr(f, "__name__", type(f).__name__)
+                msg = (f"jit: donate_argnames names {bad}, which {name} does not take (its parameters: "
+                       f"{[p.name for p in params]})")
+                raise XpgradValueError(msg)
+    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                    inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if names and not nums:
+        nums = tuple(k for k, p in enumerate(positional) if p.name in names)
+    elif nums and not names:
+        names = tuple(p.name for k, p in enumerate(positional)
+                      if k in nums and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return nums, names
 
 
 def _positions(label: str, value: Any) -> tuple[int, ...]:

@@ -55,7 +55,7 @@ from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_en
 from .autograd._anomaly import detect_anomaly
 from ._custom import custom_jvp, custom_vjp
 from ._checkpoint import checkpoint, remat
-from . import tree_util
+from . import checkpoint_policies, tree_util
 from .functional import grad, hvp, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .ops.creation import *  # noqa: F403
 from .ops.data_type import *  # noqa: F403

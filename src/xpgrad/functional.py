@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ._dispatch import backend_namespace, check_devices
 from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradTypeError, XpgradValueError
@@ -193,7 +195,8 @@ def _check_output(out: Any, func: str, fname: str, cuts: list[Any]) -> Tensor:
 
 
 def value_and_grad(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable[..., Any]:
     """Make a function returning ``(f(*args), gradient of f w.r.t. args[argnums])``.
 
@@ -206,6 +209,11 @@ def value_and_grad(
             output; the result is the complex derivative ``f'(z)`` (as JAX). Without it
             a complex output is refused, as in JAX and PyTorch: take ``xg.real`` or
             ``xg.abs`` of it to differentiate a real quantity.
+        allow_int: accept integer and bool arguments (leaves) in ``argnums``, as JAX:
+            each gets a NumPy array of dtype ``float0``
+            (JAX's ``jax.dtypes.float0``, a zero-size void dtype) with its shape as
+            gradient, whatever the argument's array type. Without it such an argument
+            raises.
 
     Gradients come back as the argument's own array type. An output array that does
     not depend on an argument gives zeros, as in JAX. A result that is a Python number,
@@ -222,11 +230,28 @@ def value_and_grad(
         >>> float(v), g
         (73.0, array([18., 64.]))
     """
-    return _value_and_grad(f, argnums, has_aux, "value_and_grad", holomorphic)
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad", holomorphic, allow_int)
+
+
+#: The dtype of the gradient of an integer or bool argument under ``allow_int=True``:
+#: NumPy's zero-size void dtype that JAX calls ``jax.dtypes.float0`` (equal to it).
+float0 = np.dtype([("float0", "V")])
+
+
+def _is_int_leaf(x: Any) -> bool:
+    """An integer or bool argument leaf (a Python int/bool, or an array of such a dtype)."""
+    if isinstance(x, (bool, int)):
+        return True
+    return (isinstance(x, Tensor) or _is_array(x)) and not is_float(raw_dtype(x) if isinstance(x, Tensor) else x.dtype)
+
+
+def _float0_zeros(x: Any) -> Any:
+    """The gradient of integer leaf ``x`` under ``allow_int``: float0 zeros of its shape."""
+    return np.zeros(tuple(int(s) for s in getattr(x, "shape", ())), dtype=float0)
 
 
 def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str,
-                    holomorphic: bool = False) -> Callable[..., Any]:
+                    holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """[`value_and_grad`][xpgrad.functional.value_and_grad], with ``name`` (the transform the user called) in error messages."""
     check_fun(f, name)
     func = getattr(f, "__name__", "f")
@@ -248,10 +273,20 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         raw_in = depth == 0 and not st and not any(isinstance(a, Tensor) for a in tree_leaves(args))
         wrapped = list(args)
         diff_leaves: list[list[Tensor]] = []
+        int_leaves: list[bool] = []
         in_trees = []
         for n in idx:
             leaves, treedef = tree_flatten(args[n])
+            if allow_int:  # integer leaves ride along as constants; their gradient is float0
+                ints = [_is_int_leaf(x) for x in leaves]
+                full = [_as_tensor(x) if i else _diff_input(x, name, n) for x, i in zip(leaves, ints)]
+                int_leaves.extend(ints)
+                wrapped[n] = treedef.unflatten(full)
+                diff_leaves.append([t for t, i in zip(full, ints) if not i])
+                in_trees.append((leaves, treedef))
+                continue
             dl = [_diff_input(x, name, n) for x in leaves]
+            int_leaves.extend([False] * len(dl))
             wrapped[n] = treedef.unflatten(dl)
             diff_leaves.append(dl)
             in_trees.append((leaves, treedef))
@@ -298,7 +333,9 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
             grads.append(g)
         # rebuild each argument's tree with its gradients; raw leaves get raw gradients
         it = iter(grads)
-        trees = [treedef.unflatten([_like(orig, next(it), depth) for orig in leaves]) for leaves, treedef in in_trees]
+        ints_it = iter(int_leaves)
+        trees = [treedef.unflatten([_float0_zeros(orig) if next(ints_it) else _like(orig, next(it), depth)
+                                    for orig in leaves]) for leaves, treedef in in_trees]
         g_out = trees[0] if single else tuple(trees)
         v_out: Any = value
         if raw_in:
@@ -336,7 +373,7 @@ def _check_holomorphic(value: Tensor, flat: list[Tensor], holomorphic: bool, nam
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         holomorphic: bool = False) -> Callable[..., Any]:
+         holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """Make a function returning the gradient of scalar-valued ``f`` w.r.t. ``args[argnums]``.
 
     See [`value_and_grad`][xpgrad.functional.value_and_grad]. Transforms compose: ``grad(grad(f))`` works.
@@ -349,13 +386,13 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
         >>> float(d2(np.array(2.0)))
         12.0
     """
-    return _grad(f, argnums, has_aux, holomorphic, "grad")
+    return _grad(f, argnums, has_aux, holomorphic, "grad", allow_int)
 
 
 def _grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, holomorphic: bool,
-          name: str) -> Callable[..., Any]:
+          name: str, allow_int: bool = False) -> Callable[..., Any]:
     """[`grad`][xpgrad.functional.grad], with ``name`` (the transform the user called) in error messages."""
-    vg = _value_and_grad(f, argnums, has_aux, name, holomorphic)
+    vg = _value_and_grad(f, argnums, has_aux, name, holomorphic, allow_int)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -744,11 +781,12 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> tuple[Any, An
     return p, (tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan))
 
 
-def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP of ``f`` at ``primals``.
 
-    Unlike JAX, ``f_jvp`` re-runs ``f`` in forward mode for each call (nothing is
-    stored).
+    With ``has_aux=True``, ``f`` returns ``(out, aux)`` and the result is
+    ``(out, f_jvp, aux)``, as ``jax.linearize``. Unlike JAX, ``f_jvp`` re-runs ``f`` in
+    forward mode for each call (nothing is stored).
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -756,12 +794,14 @@ def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., 
         >>> y, f_jvp(np.array([1.0]))
         (array([8.]), array([12.]))
     """
-    out = _jvp(f, primals, tuple(tree_map(_zeros_like_any, p) for p in primals), False, "linearize")[0]
+    res = _jvp(f, primals, tuple(tree_map(_zeros_like_any, p) for p in primals), has_aux, "linearize")
 
     def f_jvp(*tangents: Any) -> Any:
-        return _jvp(f, primals, tangents, False, "linearize")[1]
+        return _jvp(f, primals, tangents, has_aux, "linearize")[1]
 
-    return out, f_jvp
+    if has_aux:
+        return res[0], f_jvp, res[2]
+    return res[0], f_jvp
 
 
 def _zeros_like_any(x: Any) -> Any:

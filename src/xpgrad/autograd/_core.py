@@ -424,6 +424,11 @@ def _bind_batched(cls: type, vmap_apply: Any, getitem: Any, write: Any, stack: A
 #: recomputation reads it again
 READS: list[tuple[int, dict[int, list[int]]]] = []
 
+#: ``checkpoint(policy=)`` (see `xpgrad._checkpoint`): None, or what runs each op of the function
+#: being checkpointed (``.apply(prim, args, kw)``: it saves, or reuses, the outputs the policy
+#: names). Read only while READS is open, so that ops outside a checkpoint pay nothing for it.
+REMAT: contextvars.ContextVar[Any] = contextvars.ContextVar("REMAT", default=None)
+
 
 def _note_reads(args: Sequence[Any]) -> None:
     me = threading.get_ident()
@@ -449,6 +454,9 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             return apply2(prim, args[0], args[1], kw)
     if READS:
         _note_reads(args)
+        remat = REMAT.get()
+        if remat is not None:
+            return remat.apply(prim, args, kw)
     if prim in SCALAR_PRIMITIVES:  # (where, clip: NumPy scalars next to arrays are Python scalars)
         args = python_scalars(args)
     if _vmap_open:
@@ -579,6 +587,9 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         return apply(prim, (a,) if one else (a, b), kw)
     if READS:
         _note_reads((a,) if one else (a, b))
+        remat = REMAT.get()
+        if remat is not None:
+            return remat.apply(prim, (a,) if one else (a, b), kw)
     if _vmap_open and (isinstance(a, Batched) or isinstance(b, Batched)):
         args = (a,) if one else (a, b)
         return _vmap_apply(prim, python_scalars(args) if prim in SCALAR_PRIMITIVES else args, kw)

@@ -84,7 +84,8 @@ def test_imports_only_what_is_asked() -> None:
 # Each layer lists module names; a name covers its submodules, and the longest match wins.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("xpgrad._exceptions", "xpgrad._spec", "xpgrad._fast_adapter", "xpgrad._dtypes", "xpgrad._backends",
-              "xpgrad._dispatch", "xpgrad._dlpack", "xpgrad._tracing", "xpgrad.tree_util")),
+              "xpgrad._dispatch", "xpgrad._dlpack", "xpgrad._tracing", "xpgrad.tree_util",
+              "xpgrad.checkpoint_policies")),
     ("policy", ("xpgrad._policy", "xpgrad._info")),
     ("autograd", ("xpgrad.autograd",)),
     ("rules", ("xpgrad.ops", "xpgrad.special", "xpgrad.fft", "xpgrad.linalg", "xpgrad._vmap_rules", "xpgrad._lazy",

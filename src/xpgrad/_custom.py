@@ -20,7 +20,7 @@ As in JAX, a rule may call the decorated function itself (``return f(x), residua
 primal function; inside a ``custom_jvp`` rule it is the function one differentiation
 level down. ``nondiff_argnums`` (JAX's: non-array arguments such as functions, passed
 first to ``bwd`` and to the jvp rule) and ``custom_jvp.defjvps`` are supported; arguments,
-outputs, residuals and cotangents are pytrees (:mod:`xpgrad.tree_util`).
+outputs, residuals and cotangents are pytrees (`xpgrad.tree_util`).
 """
 
 from __future__ import annotations

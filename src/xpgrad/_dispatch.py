@@ -221,7 +221,7 @@ _TRACING = _tracing.ACTIVE  # [number of xg.jit traces running, in any thread]: 
 
 
 def untraced_namespace(*xs: Any, func: str = "array_namespace") -> ModuleType:
-    """:func:`backend_namespace` without the recording namespace of a running ``xg.jit`` trace:
+    """`backend_namespace` without the recording namespace of a running ``xg.jit`` trace:
     for a function of Python and NumPy scalars only (``xp.log(2 * xp.pi)``), a constant which
     the trace takes as computed, as it takes the Python scalars themselves."""
     key = tuple(map(type, xs))

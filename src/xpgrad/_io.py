@@ -382,7 +382,7 @@ def _tree(target: str, raw: str, headers: dict[str, tuple[str, list[int]]]) -> t
 
 
 def _not_safetensors(target: str) -> str | None:
-    """The message for a file of another format that :func:`load` was given, or None.
+    """The message for a file of another format that `load` was given, or None.
 
     Read where safetensors refused the file (its own text, "header too large", names no format):
     ``torch.save`` writes a zip archive holding ``data.pkl`` (older torch a bare pickle),

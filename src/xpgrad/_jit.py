@@ -328,7 +328,7 @@ class _Flat:
 
 def _flatten(obj: Any, flat: _Flat, who: str) -> Any:
     """Append ``obj``'s signature to ``flat.key``; return its template (its structure, and its
-    leaves with each raw array replaced by a marker). Pytrees are :mod:`xpgrad.tree_util`'s."""
+    leaves with each raw array replaced by a marker). Pytrees are `xpgrad.tree_util`'s."""
     if isinstance(obj, Tensor) or _array_key(obj) is not None or getattr(obj, "_jit_state", None) is not None:
         return _flatten_leaf(obj, flat, who)  # (a leaf: the common arguments, with no tree to walk)
     leaves, treedef = tree_flatten(obj)
@@ -378,7 +378,7 @@ def _flatten_leaf(obj: Any, flat: _Flat, who: str) -> Any:
 
 
 class _Tree:
-    """One argument's template: its structure and its leaves (raw arrays as :class:`_Leaf` markers)."""
+    """One argument's template: its structure and its leaves (raw arrays as `_Leaf` markers)."""
 
     __slots__ = ("items", "treedef")
 
@@ -399,7 +399,7 @@ class _Eager(Exception):  # noqa: N818 - (a signal: this call runs f eagerly, no
 
 
 def _rebuild(tmpl: Any, leaves: Sequence[Any]) -> Any:
-    """The arguments of templates ``tmpl`` (a :class:`_Tree`, or a list/dict of them and static
+    """The arguments of templates ``tmpl`` (a `_Tree`, or a list/dict of them and static
     values) with the markers replaced by ``leaves``."""
     t = type(tmpl)
     if t is _Leaf:

@@ -122,7 +122,7 @@ def _check_axes_spec(spec: Any, what: str) -> None:
 
 def _prefix(spec: Any, tree: Any, what: str, path: str, out: list[Any]) -> list[Any]:
     """``spec`` (a tree prefix of ``tree``, as JAX's ``in_axes``) broadcast to the leaves of
-    ``tree``: appends one axis per leaf of ``tree`` (in :func:`~xpgrad.tree_util.tree_leaves`
+    ``tree``: appends one axis per leaf of ``tree`` (in `xpgrad.tree_util.tree_leaves`
     order) to ``out``. A list may stand for a tuple and a dict for any mapping."""
     if spec is None or isinstance(spec, int):
         out.extend([spec] * len(tree_leaves(tree)))
@@ -216,7 +216,7 @@ def _flat_in(in_axes: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def _rebuild_args(defs: list[PyTreeDef], leaves: list[Any], n_args: int, keys: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The positional and keyword arguments of structures ``defs`` (see :func:`_flat_in`) with ``leaves``."""
+    """The positional and keyword arguments of structures ``defs`` (see `_flat_in`) with ``leaves``."""
     it = iter(leaves)
     trees = [d.unflatten([next(it) for _ in range(d.num_leaves)]) for d in defs]
     return tuple(trees[:n_args]), dict(zip(keys, trees[n_args:]))

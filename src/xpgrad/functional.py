@@ -7,7 +7,7 @@ arguments are wrapped as Tensors for the duration of the call. Calls nest to any
 order (``grad(grad(f))``, ``jacfwd(jacrev(f))``, ``jvp`` of ``grad``, ``grad`` of
 ``jvp``): an inner transform that runs inside an outer one keeps its results on
 the tape (and their forward tangents), so the outer one can differentiate them.
-Arguments and results may be arrays or pytrees of them (:mod:`xpgrad.tree_util`: lists,
+Arguments and results may be arrays or pytrees of them (`xpgrad.tree_util`: lists,
 tuples, dicts, named tuples, ``None``, registered dataclasses and classes), which keep
 their types.
 

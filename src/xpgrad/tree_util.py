@@ -1,14 +1,14 @@
-"""Pytrees: nested containers of arrays, with :mod:`jax.tree_util`'s names and rules.
+"""Pytrees: nested containers of arrays, with `jax.tree_util`'s names and rules.
 
 Every transform (``grad``, ``vjp``, ``jvp``, ``jacrev``/``jacfwd``/``hessian``, ``vmap``,
-``jit``, ``custom_vjp``/``custom_jvp``, ``checkpoint``) and :func:`xpgrad.save` take
+``jit``, ``custom_vjp``/``custom_jvp``, ``checkpoint``) and `xpgrad.save` take
 their arguments and give their results through this one module, so a container keeps
 its type through all of them.
 
 The containers (*nodes*): ``tuple``, ``list``, ``dict``, ``collections.OrderedDict``,
 ``collections.defaultdict``, ``collections.deque``, named tuples, ``None`` (a node with
-no children, as in JAX), dataclasses registered with :func:`register_dataclass` and
-types registered with :func:`register_pytree_node`. Everything else (arrays, Tensors,
+no children, as in JAX), dataclasses registered with `register_dataclass` and
+types registered with `register_pytree_node`. Everything else (arrays, Tensors,
 Python numbers, strings) is a *leaf*. A ``dict`` is flattened in sorted key order (as
 JAX does) and rebuilt in its own insertion order; an ``OrderedDict`` keeps its order.
 
@@ -79,7 +79,7 @@ def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
 
 
 def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
-    """The leaves of ``tree``, in :func:`tree_flatten`'s order."""
+    """The leaves of ``tree``, in `tree_flatten`'s order."""
     return optree.tree_leaves(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
@@ -103,7 +103,7 @@ def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[An
 
 def register_pytree_node(nodetype: type[_T], flatten_func: Callable[[_T], tuple[Iterable[Any], Any]],
                          unflatten_func: Callable[[Any, Iterable[Any]], _T]) -> None:
-    """Make ``nodetype`` a container for every xpgrad transform, as :func:`jax.tree_util.register_pytree_node`.
+    """Make ``nodetype`` a container for every xpgrad transform, as `jax.tree_util.register_pytree_node`.
 
     Args:
         nodetype: the class.
@@ -142,7 +142,7 @@ def register_pytree_node_class(cls: type[_T]) -> type[_T]:
 
 def register_dataclass(nodetype: type[_T], data_fields: Sequence[str] | None = None,
                        meta_fields: Sequence[str] | None = None, drop_fields: Sequence[str] = ()) -> type[_T]:
-    """Make a dataclass a container, as :func:`jax.tree_util.register_dataclass`; usable as a decorator.
+    """Make a dataclass a container, as `jax.tree_util.register_dataclass`; usable as a decorator.
 
     ``data_fields`` are its children (arrays, or trees of them); ``meta_fields`` its static
     part (hashable: under ``jit`` a new value traces again). Left out, both come from

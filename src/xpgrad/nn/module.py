@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from .._backends import resolve_device
+from .._backends import library_of, resolve_device
 from .._dispatch import backend_namespace
 from .._dtypes import DType, dtype_name, is_float
 from .._exceptions import NamespaceMismatchError, XpgradTypeError, XpgradValueError
@@ -95,8 +95,6 @@ def _refuse_other_library(module: Module, args: tuple[Any, ...], kwargs: dict[st
     Run where forward raised a NamespaceMismatchError, whose text names the primitive deep inside
     (``matmul``), not the model or the cure.
     """
-    from .._backends import library_of
-
     first = next(iter([*module.parameters(), *module.buffers()]), None)
     if first is None:
         return

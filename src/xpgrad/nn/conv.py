@@ -26,10 +26,10 @@ from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
-from ._checks import check_dtype
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._batched import Batched
 from ..autograd._tensor import Tensor
+from ._checks import check_dtype
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "pad",

@@ -265,8 +265,8 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
         >>> xg.nn.functional.layer_norm(xg.asarray([[1.0, 3.0]]), (2,), eps=0.0)
         Tensor([[-1.,  1.]], dtype=float64, device=cpu)
     """
-    check_float(input, "layer_norm")
     check_dtype(input, "layer_norm", weight, bias)
+    check_float(input, "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     xshape = _shape(input)
     k = len(shape)

@@ -273,8 +273,8 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
-        check_float(input, self)
         check_dtype(input, self, self.weight, self.bias)
+        check_float(input, self)
         shape, k = tuple(input.shape), len(self.normalized_shape)
         if shape[len(shape) - k:] != self.normalized_shape:
             msg = (f"LayerNorm({self.normalized_shape}): expected an input whose trailing axes are "
@@ -660,8 +660,6 @@ class _BatchNorm(Module):
                 init.zeros_(self.bias)
 
     def forward(self, input: Any) -> Tensor:
-        check_float(input, self)
-        check_dtype(input, self, self.weight, self.bias, self.running_mean, self.running_var)
         nd = len(tuple(input.shape))
         if nd not in self._dims:
             want = " or ".join(f"{d}D" for d in self._dims)
@@ -671,6 +669,8 @@ class _BatchNorm(Module):
             msg = (f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels "
                    f"(num_features, axis 1), got input of shape {tuple(input.shape)}")
             raise XpgradValueError(msg)
+        check_dtype(input, self, self.weight, self.bias, self.running_mean, self.running_var)
+        check_float(input, self)
         if self.training and self.track_running_stats and isinstance(input, Batched):
             # (refused before any buffer changes: num_batches_tracked is not counted either)
             msg = (f"{type(self).__name__}: inside vmap, training mode cannot update running_mean/running_var "
@@ -763,8 +763,8 @@ class GroupNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
-        check_float(input, self)
         check_dtype(input, self, self.weight, self.bias)
+        check_float(input, self)
         shape = tuple(input.shape)
         if len(shape) < 2 or shape[1] != self.num_channels:
             msg = (f"GroupNorm({self.num_groups}, {self.num_channels}): expected an input of shape "

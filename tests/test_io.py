@@ -161,12 +161,12 @@ def test_zero_d_moves_between_libraries() -> None:
 
 def test_batchnorm_and_adam_scalar_checkpoints_reload(tmp_path: Path) -> None:
     bn = nn.BatchNorm1d(3)
-    bn(xg.asarray(np.arange(6.0).reshape(2, 3)))
+    bn(xg.asarray(np.arange(6.0, dtype=np.float32).reshape(2, 3)))
     xg.save(bn.state_dict(), tmp_path / "bn.safetensors")
     fresh = nn.BatchNorm1d(3)
     fresh.load_state_dict(xg.load(tmp_path / "bn.safetensors"))  # num_batches_tracked is 0-d
     assert fresh.num_batches_tracked.shape == () and int(fresh.num_batches_tracked) == 1
-    fresh(xg.asarray(np.ones((2, 3))))
+    fresh(xg.asarray(np.ones((2, 3), dtype=np.float32)))
     assert int(fresh.num_batches_tracked) == 2
 
     p = nn.Parameter(xg.asarray(2.0))

@@ -408,7 +408,7 @@ def checkpoint(f: Callable[..., Any], *, preserve_rng_state: bool = True,
         >>> bool(np.allclose(g1, g2))
         True
         >>> lin = xg.nn.Linear(2, 1)
-        >>> loss = xg.sum(xg.checkpoint(lambda h: xg.tanh(lin(h)))(xg.asarray(x)))
+        >>> loss = xg.sum(xg.checkpoint(lambda h: xg.tanh(lin(h)))(xg.asarray(x, dtype=xg.float32)))
         >>> loss.backward()
         >>> lin.weight.grad.shape
         (1, 2)

@@ -9,6 +9,7 @@ from .._exceptions import XpgradValueError
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias
 from . import init
+from ._checks import check_dtype
 from .layers import Linear, _empty, _positive
 from .module import Module
 from .parameter import Parameter
@@ -98,6 +99,8 @@ class MultiheadAttention(Module):
     def forward(self, query: Any, key: Any, value: Any, key_padding_mask: Any = None, need_weights: bool = True,
                 attn_mask: Any = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        for t, what in ((query, "query"), (key, "key"), (value, "value")):
+            check_dtype(t, self, self.out_proj.weight, what=what)
         batched = len(tuple(query.shape)) == 3
         if self.batch_first and batched:
             query, key, value = (xg.permute_dims(t, (1, 0, 2)) for t in (query, key, value))

@@ -36,7 +36,7 @@ class Sequential(Module):
           (1): ReLU()
           (2): Linear(in_features=8, out_features=1, bias=True)
         )
-        >>> net(xg.zeros((2, 4))).shape
+        >>> net(xg.zeros((2, 4), dtype=xg.float32)).shape
         (2, 1)
     """
 

@@ -29,6 +29,7 @@ from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from ..autograd._batched import Batched
 from ..autograd._tensor import Tensor
+from ._checks import check_dtype
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "pad",
@@ -280,6 +281,7 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, .
     """
     func = "conv2d"
     x, unbatched = _check_input(input, 2, func)
+    check_dtype(x, func, weight, bias)
     stride_ = ntuple(stride, 2, "stride", func, 1)
     dil = ntuple(dilation, 2, "dilation", func, 1)
     kernel = _shape(weight)[2:]
@@ -303,6 +305,7 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, .
     """
     func = "conv1d"
     x, unbatched = _check_input(input, 1, func)
+    check_dtype(x, func, weight, bias)
     wshape = _shape(weight)
     if len(wshape) != 3:
         msg = f"{func}: weight must have shape (out_channels, in_channels / groups, k), got {wshape}"
@@ -350,6 +353,7 @@ def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tu
     """
     func = "conv_transpose2d"
     x, unbatched = _check_input(input, 2, func)
+    check_dtype(x, func, weight, bias)
     stride_ = ntuple(stride, 2, "stride", func, 1)
     pad_ = ntuple(padding, 2, "padding", func)
     dil = ntuple(dilation, 2, "dilation", func, 1)

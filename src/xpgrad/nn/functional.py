@@ -28,6 +28,7 @@ from ..autograd._batched import Batched, from_phys
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf, expit
+from ._checks import check_dtype, check_float, check_indices
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
 from .normalization import batch_norm, group_norm
 
@@ -136,6 +137,7 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:
         >>> xg.nn.functional.linear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, 1.0]]), xg.asarray([0.5]))
         Tensor([[3.5]], dtype=float64, device=cpu)
     """
+    check_dtype(input, "linear", weight, bias)
     try:
         out = xg.matmul(input, xg.matrix_transpose(weight))
     except Exception:  # the product's own message names neither linear nor in_features
@@ -174,6 +176,8 @@ def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Tensor:
         >>> xg.nn.functional.bilinear(xg.asarray([[1.0, 2.0]]), xg.asarray([[1.0, -1.0]]), w)
         Tensor([[-3., -3.]], dtype=float64, device=cpu)
     """
+    check_dtype(input1, "bilinear", weight, bias, what="input1")
+    check_dtype(input2, "bilinear", weight, bias, what="input2")
     s1, s2, sw = (_shape(a) for a in (input1, input2, weight))
     if len(sw) != 3 or not s1 or not s2 or s1[-1] != sw[1] or s2[-1] != sw[2] or s1[:-1] != s2[:-1]:
         msg = (f"bilinear: expected inputs (..., {sw[1] if len(sw) == 3 else 'in1'}) and "
@@ -232,9 +236,7 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         Tensor([[[3., 4.],
                  [1., 2.]]], dtype=float64, device=cpu)
     """
-    if is_float(_dtype(input)):
-        msg = f"embedding: indices must be integers, got dtype {dtype_name(_dtype(input))}"
-        raise XpgradTypeError(msg)
+    check_indices(input, "embedding")
     wshape = _shape(weight)
     ishape = _shape(input)
     if isinstance(input, Batched):  # (every example's indices are checked, on the physical array)
@@ -263,6 +265,8 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
         >>> xg.nn.functional.layer_norm(xg.asarray([[1.0, 3.0]]), (2,), eps=0.0)
         Tensor([[-1.,  1.]], dtype=float64, device=cpu)
     """
+    check_dtype(input, "layer_norm", weight, bias)
+    check_float(input, "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     xshape = _shape(input)
     k = len(shape)

@@ -21,6 +21,7 @@ from ..autograd._grad_mode import RECOMPUTING, no_grad
 from ..autograd._tensor import Tensor
 from . import functional as F  # noqa: N812 - PyTorch's conventional alias
 from . import init
+from ._checks import check_dtype, check_float, check_indices
 from .conv import PADDING_MODES, _pad_spatial, _same_padding, ntuple
 from .module import Module
 from .parameter import Parameter
@@ -109,8 +110,9 @@ class Linear(Module):
 
     def forward(self, input: Any) -> Tensor:
         try:
-            return F.linear(input, self.weight, self.bias)
+            return F.linear(input, self.weight, self.bias)  # (checks the dtypes: nothing promotes)
         except Exception:  # say it as the layer: Linear(in_features=..., out_features=...)
+            check_dtype(input, self, self.weight, self.bias)
             F._check_linear(input, self.weight, f"Linear(in_features={self.in_features}, out_features={self.out_features})")
             raise
 
@@ -232,6 +234,7 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Any) -> Tensor:
+        check_indices(input, self)
         return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
@@ -270,6 +273,8 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
+        check_dtype(input, self, self.weight, self.bias)
+        check_float(input, self)
         shape, k = tuple(input.shape), len(self.normalized_shape)
         if shape[len(shape) - k:] != self.normalized_shape:
             msg = (f"LayerNorm({self.normalized_shape}): expected an input whose trailing axes are "
@@ -314,6 +319,8 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Any, input2: Any) -> Tensor:
+        check_dtype(input1, self, self.weight, self.bias, what="input1")
+        check_dtype(input2, self, self.weight, self.bias, what="input2")
         s1, s2 = tuple(input1.shape), tuple(input2.shape)
         if not s1 or not s2 or s1[-1] != self.in1_features or s2[-1] != self.in2_features or s1[:-1] != s2[:-1]:
             msg = (f"Bilinear(in1_features={self.in1_features}, in2_features={self.in2_features}): expected inputs "
@@ -335,6 +342,7 @@ class _ConvNd(Module):
     _transposed = False
 
     def forward(self, input: Any) -> Tensor:
+        check_dtype(input, self, self.weight, self.bias)
         conv = F.conv1d if self._n == 1 else F.conv2d
         if self.padding_mode == "zeros":
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
@@ -506,6 +514,7 @@ class ConvTranspose2d(_ConvNd):
         return tuple(pads)
 
     def forward(self, input: Any, output_size: Any = None) -> Tensor:
+        check_dtype(input, self, self.weight, self.bias)
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
@@ -660,6 +669,8 @@ class _BatchNorm(Module):
             msg = (f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels "
                    f"(num_features, axis 1), got input of shape {tuple(input.shape)}")
             raise XpgradValueError(msg)
+        check_dtype(input, self, self.weight, self.bias, self.running_mean, self.running_var)
+        check_float(input, self)
         if self.training and self.track_running_stats and isinstance(input, Batched):
             # (refused before any buffer changes: num_batches_tracked is not counted either)
             msg = (f"{type(self).__name__}: inside vmap, training mode cannot update running_mean/running_var "
@@ -752,6 +763,8 @@ class GroupNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input: Any) -> Tensor:
+        check_dtype(input, self, self.weight, self.bias)
+        check_float(input, self)
         shape = tuple(input.shape)
         if len(shape) < 2 or shape[1] != self.num_channels:
             msg = (f"GroupNorm({self.num_groups}, {self.num_channels}): expected an input of shape "

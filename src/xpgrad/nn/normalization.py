@@ -19,6 +19,7 @@ from .._lazy import note_update
 from ..autograd._batched import Batched
 from ..autograd._grad_mode import RECOMPUTING, no_grad
 from ..autograd._tensor import Tensor
+from ._checks import check_dtype, check_float
 
 __all__ = ["batch_norm", "group_norm"]
 
@@ -67,6 +68,8 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         (Tensor([0.2, 2. ], dtype=float64, device=cpu), Tensor([ 1.1, 20.9], dtype=float64, device=cpu))
     """
     func = "batch_norm"
+    check_dtype(input, func, weight, bias, running_mean, running_var)
+    check_float(input, func)
     shape = _shape(input)
     if len(shape) < 2:
         msg = f"{func}: expected an input of shape (N, C, ...), got {shape}"
@@ -121,6 +124,8 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
         Tensor([[-1.,  1., -1.,  1.]], dtype=float64, device=cpu)
     """
     func = "group_norm"
+    check_dtype(input, func, weight, bias)
+    check_float(input, func)
     shape = _shape(input)
     if len(shape) < 2:
         msg = f"{func}: expected an input of shape (N, C, ...), got {shape}"

@@ -86,6 +86,7 @@ INTERNAL = {
     "gather": "the VJP of scatter_add; reached by HVPs through take / integer-array getitem",
     "scatter_add": "the VJP of take / integer-array getitem; reached by every gradient through them",
     "identity": "inserted by the transforms themselves (nested grad); reached by the rev HVPs",
+    "pow.pole_power": "pow's derivatives (h * x ** e, inf at a pole); reached by every HVP through pow",
 }
 
 

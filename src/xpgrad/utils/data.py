@@ -26,6 +26,9 @@ __all__ = ["DataLoader", "Dataset", "TensorDataset", "default_collate"]
 class Dataset:
     """A map-style dataset: subclasses define ``__getitem__(i)`` (one sample) and ``__len__``.
 
+    The base class is abstract, as ``torch.utils.data.Dataset`` is: calling either method on a
+    subclass that did not define it raises ``NotImplementedError`` naming the subclass.
+
     Examples:
         >>> import numpy as np
         >>> import xpgrad as xg

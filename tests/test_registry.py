@@ -18,7 +18,7 @@ import pytest
 import xpgrad as xg
 from xpgrad._spec import CHAPTERS
 from xpgrad.autograd._batched import RULES
-from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH
+from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots
 from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, over, remove
 
 from ._cases import registry_cases
@@ -126,7 +126,8 @@ def test_derived_vjp_writes_into_a_donated_gradient(op: Any) -> None:
         plain = rule(cnp, np.full_like(ans, 0.5), ans, *args)
         g = np.full_like(ans, 0.5)
         saved = GRAD_SLOT.s
-        GRAD_SLOT.s = [g, WANT_FRESH, None, {}]
+        GRAD_SLOT.s = slots = GradSlots()
+        slots.donated, slots.fresh, slots.borrowed = g, WANT_FRESH, {}
         try:
             r = rule(cnp, g, ans, *args)
         finally:

@@ -162,13 +162,13 @@ class _Call:
         if self.result is not None and self.g is g:
             return self.result  # (the rule runs once per input; one recomputation serves them all)
         slot = GRAD_SLOT.s
-        keep = slot[2], slot[3]
-        # the outer pass may have donated ``g`` (slot 0): the nested pass must not overwrite it
-        slot[0] = slot[1] = slot[2] = slot[3] = None
+        keep = slot.units, slot.borrowed
+        # the outer pass may have donated ``g`` (slot.donated): the nested pass must not overwrite it
+        slot.donated = slot.fresh = slot.units = slot.borrowed = None
         try:
             result = self._pullback(g, node_args, is_xpgrad(xp))
         finally:
-            slot[2], slot[3] = keep
+            slot.units, slot.borrowed = keep
         self.g, self.result = g, result
         return result
 

@@ -113,21 +113,49 @@ def declare(name: str, reason: str) -> None:
     DECLARED[name] = reason
 _NOKW: dict[str, Any] = {}
 
-#: the backward engine's hand-off to the rule helpers of ``ops._common`` (``scale``,
-#: ``fresh``, ``unit_from``). [0]: the upstream gradient donated to the one rule now running
-#: (a fresh buffer that the engine owns and no one reads afterwards), else None. [1]:
-#: ``WANT_FRESH`` while the engine runs a rule, replaced by the helper with the fresh array
-#: it returns. [2]: the *unit* gradients of this pass, id -> array (arrays known to hold
-#: only ones: the implicit seed of a one-element output and what ``sum``'s rule broadcasts
-#: from it), or None. [3]: the *borrowed* gradients, id -> array (values ``scale`` returned
-#: as they are, because ``g`` was a unit: a saved input, say), which the engine copies
-#: before handing them out. The dicts hold their arrays, so no id is reused while they
-#: live. Outside the engine all four are None. ``seeds``: the unit seeds made by the
-#: engine's ``_seed`` for the next pass. Per thread: two threads running backward never
-#: see each other's buffers.
+class GradSlots:
+    """The backward engine's hand-off to the rule helpers of ``ops._common`` (``scale``,
+    ``fresh``, ``unit_from``), one per thread (`GRAD_SLOT`). Outside the engine all four
+    fields are None.
+
+    Attributes:
+        donated: the upstream gradient donated to the one rule now running (a fresh buffer
+            that the engine owns and no one reads afterwards), else None.
+        fresh: ``WANT_FRESH`` while the engine runs a rule, replaced by the helper with the
+            fresh array it returns.
+        units: the *unit* gradients of this pass, id -> array (arrays known to hold only
+            ones: the implicit seed of a one-element output and what ``sum``'s rule
+            broadcasts from it), or None.
+        borrowed: the *borrowed* gradients, id -> array (values ``scale`` returned as they
+            are, because ``g`` was a unit: a saved input, say), which the engine copies
+            before handing them out.
+
+    The dicts hold their arrays, so no id is reused while they live. (Named slots, not a
+    list: an attribute of a ``__slots__`` object reads faster than a list item.)
+    """
+
+    __slots__ = ("borrowed", "donated", "fresh", "units")
+
+    def __init__(self) -> None:
+        self.donated: Any = None
+        self.fresh: Any = None
+        self.units: Any = None  # dict[int, Any] | None
+        self.borrowed: Any = None  # dict[int, Any] | None
+
+    def save(self) -> tuple[Any, Any, Any, Any]:
+        """The four fields, for `restore` (a pass inside a rule of another keeps the outer one's)."""
+        return self.donated, self.fresh, self.units, self.borrowed
+
+    def restore(self, fields: tuple[Any, Any, Any, Any]) -> None:
+        self.donated, self.fresh, self.units, self.borrowed = fields
+
+
+#: ``GRAD_SLOT.s``: this thread's `GradSlots` (two threads running backward never see each
+#: other's buffers); ``GRAD_SLOT.seeds``: the unit seeds made by the engine's ``_seed`` for
+#: the next pass.
 class _GradSlot(threading.local):
     def __init__(self) -> None:
-        self.s: list[Any] = [None, None, None, None]
+        self.s = GradSlots()
         self.seeds: list[Any] = []
 
 

@@ -200,13 +200,13 @@ def _run(
     or returns target grads."""
     token = GRAD_ENABLED.set(create_graph if record is None else record)
     slot = GRAD_SLOT.s
-    outer = slot[:]  # (a pass inside a rule of another, as a jitted call's VJP: the outer pass's slot is kept)
+    outer = slot.save()  # (a pass inside a rule of another, as a jitted call's VJP: the outer pass's slot is kept)
     try:
         return _pass(outputs, grads, retain_graph=retain_graph, create_graph=create_graph, targets=targets,
                      accumulate=accumulate)
     finally:
         GRAD_ENABLED.reset(token)
-        slot[:] = outer
+        slot.restore(outer)
         GRAD_SLOT.seeds = []
 
 
@@ -242,7 +242,8 @@ def _pass(
         _walk_plain(st, order)
     else:
         _walk_checked(st, order)
-    GRAD_SLOT.s[2] = GRAD_SLOT.s[3] = None
+    slot = GRAD_SLOT.s
+    slot.units = slot.borrowed = None
     return _deliver(st, targets, accumulate)
 
 
@@ -261,10 +262,10 @@ class _Pass:
     of the gradient buffers that the pass itself allocated (fresh results of
     ``ops._common.scale``, of an accumulation) and that sit in exactly one buffer slot,
     seen by no one else. Such a buffer is summed into in place (``add``), and donated
-    (``GRAD_SLOT.s[0]``) to its node's rule when that rule is the only one to read it.
+    (``GRAD_SLOT.s.donated``) to its node's rule when that rule is the only one to read it.
     Ids leave the set when their buffer is taken out, so an id never outlives its array.
     Not at all under ``create_graph`` (Tensors) or anomaly detection (which compares the
-    gradient before and after the rule). ``borrowed``: ``GRAD_SLOT.s[3]``.
+    gradient before and after the rule). ``borrowed``: ``GRAD_SLOT.s.borrowed``.
 
     ``xp``: the namespace the rules run on under ``create_graph`` (`graph_namespace`).
     """
@@ -347,8 +348,8 @@ def _lend_units(st: _Pass, grads: Sequence[Any], seeds: list[Any]) -> None:
         units = {id(g): g for g in grads if any(g is u for u in seeds)}
         if units:
             gslot = GRAD_SLOT.s
-            gslot[2] = units
-            gslot[3] = st.borrowed
+            gslot.units = units
+            gslot.borrowed = st.borrowed
 
 
 # ---- the walk ---------------------------------------------------------------------------
@@ -412,8 +413,8 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
             if rule is None:
                 _no_rule(prim, i)
             if donate:
-                gslot[0] = g
-            gslot[1] = WANT_FRESH
+                gslot.donated = g
+            gslot.fresh = WANT_FRESH
             try:
                 if kw:
                     gi = rule(xp, g, ans, *args, **kw)
@@ -423,8 +424,8 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
                     gi = rule(xp, g, ans, args[0], args[1])
                 else:
                     gi = rule(xp, g, ans, *args)
-                fresh = gi is not None and gslot[1] is gi  # a new buffer: the pass owns it
-                gslot[0] = gslot[1] = None
+                fresh = gi is not None and gslot.fresh is gi  # a new buffer: the pass owns it
+                gslot.donated = gslot.fresh = None
                 if gi is None:
                     continue
                 m = args[i]

@@ -157,21 +157,21 @@ def scale(xp: Any, g: Any, d: Any) -> Any:
     makes a new array, which is as right.
     """
     s = GRAD_SLOT.s
-    units = s[2]
+    units = s.units
     if units and units.get(id(g)) is g and getattr(d, "shape", None) == g.shape:
         # g holds only ones and d has its shape: g * d is d (its dtype the engine fits)
-        s[3][id(d)] = d  # borrowed (a saved input, say): copied before it is handed out
+        s.borrowed[id(d)] = d  # borrowed (a saved input, say): copied before it is handed out
         return d
-    if g is s[0] and getattr(d, "dtype", None) is g.dtype and d.shape == g.shape:
-        s[0] = None
+    if g is s.donated and getattr(d, "dtype", None) is g.dtype and d.shape == g.shape:
+        s.donated = None
         g *= d
         r = g
     else:
         r = g * d
         if r is g:  # not a new buffer (never, for the known backends): not ours to reuse
             return r
-    if s[1] is WANT_FRESH:
-        s[1] = r
+    if s.fresh is WANT_FRESH:
+        s.fresh = r
     return r
 
 
@@ -179,16 +179,16 @@ def unscale(xp: Any, g: Any, f: Any) -> Any:
     """``g / f`` for a VJP rule, computed in place into ``g`` when the engine donates it (the
     division of `scale`: the same rules of use)."""
     s = GRAD_SLOT.s
-    if g is s[0] and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
-        s[0] = None
+    if g is s.donated and getattr(f, "dtype", None) is g.dtype and f.shape == g.shape:
+        s.donated = None
         g /= f
         r = g
     else:
         r = g / f
         if r is g:
             return r
-    if s[1] is WANT_FRESH:
-        s[1] = r
+    if s.fresh is WANT_FRESH:
+        s.fresh = r
     return r
 
 
@@ -198,7 +198,7 @@ def unit_from(g: Any, r: Any) -> Any:
     can return ``d`` for ``g * d`` without a pass over the data (``sum(f(x) * x)``).
     First order only; elsewhere it is ``r``.
     """
-    units = GRAD_SLOT.s[2]
+    units = GRAD_SLOT.s.units
     if units and units.get(id(g)) is g:
         units[id(r)] = r
     return r
@@ -212,8 +212,8 @@ def fresh(r: Any) -> Any:
     `scale`). Never for ``g`` itself, a view of an argument, or a saved value.
     """
     s = GRAD_SLOT.s
-    if s[1] is WANT_FRESH:
-        s[1] = r
+    if s.fresh is WANT_FRESH:
+        s.fresh = r
     return r
 
 

@@ -60,7 +60,7 @@ from ._policy import _policy_scope, current_policy
 from ._tracing import TRACE
 from .autograd import _core
 from .autograd._batched import STACK
-from .autograd._core import FWD_LEVELS, GRAD_SLOT, REMAT, Node, Primitive, _record
+from .autograd._core import FWD_LEVELS, GRAD_SLOT, REMAT, Node, Primitive, record_opaque
 from .autograd._engine import _engine_call
 from .autograd._grad_mode import GRAD_ENABLED, RECOMPUTING, enable_grad
 from .autograd._tensor import Tensor, _wrap
@@ -516,18 +516,13 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     # every version counter of what f's nodes saved (arguments, closed-over constants and
     # parameters, intermediates), with its value now: backward checks them before recomputing
     call.versions = [(b, b[0]) for b in boxes.values()]
-    datas = [a.data for a in ins] + [b.data for b in bound]
     import array_api_compat
 
     data_outs = [o.data for o in outs]
-    multi = len(outs) != 1
-    prim = Primitive(f"checkpoint({name})", lambda xp, *a, **k: None, save=(*range(len(ins)), len(datas)),
-                     multi=multi, chapter="internal")
-    prim.defvjp(rest=_rule)
     xp = backend_namespace(*data_outs)
     call.where = (xp, array_api_compat.device(data_outs[0]))
-    res = _record(prim, xp, (*ins, *bound, call), [*datas, call], {}, tuple(data_outs) if multi else data_outs[0])
-    res_leaves = list(res) if multi else [res]
+    res_leaves = record_opaque(f"checkpoint({name})", (*ins, *bound), data_outs, call, _rule,
+                               save=tuple(range(len(ins))), xp=xp)
     result = list(out_leaves)
     for k, r in zip(out_pos, res_leaves):
         result[k] = r

@@ -36,7 +36,7 @@ from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, lift, to_phys, use_stack
-from .autograd._core import FWD_LEVELS, PRIMITIVES, Primitive, _record, apply
+from .autograd._core import FWD_LEVELS, PRIMITIVES, apply, record_opaque
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
@@ -283,16 +283,8 @@ def _record_call(owner: Any, call: _Call, out_leaves: list[Any], fw: list[Any] |
         call.phys = [tuple(a.shape) for a in ins]
         out_leaves = [lift(o if isinstance(o, Tensor) else _wrap(o), st) for o in out_leaves]
         fw = None
-    datas = [a.data for a in ins]
     outs = [_data(o) for o in out_leaves]
-    multi = len(outs) != 1
-    save = None if owner.save is None else (*owner.save, len(ins))
-    prim = Primitive(f"{owner.kind}({owner.__name__})", lambda xp, *a, **k: None, save=save, multi=multi,
-                     chapter="internal")
-    prim.defvjp(rest=_rule)
-    xp = backend_namespace(*outs)
-    res = _record(prim, xp, (*ins, call), [*datas, call], {}, tuple(outs) if multi else outs[0])
-    res_leaves = list(res) if multi else [res]
+    res_leaves = record_opaque(f"{owner.kind}({owner.__name__})", ins, outs, call, _rule, save=owner.save)
     if batched:
         res_leaves = [from_phys(r, st) for r in res_leaves]
     if fw is not None:

@@ -1273,13 +1273,7 @@ def _record_call(call: _Call, cells: _Cells, outs: list[Any]) -> list[Tensor]:
     any node, backward refuses them modified in place after the call (InPlaceModificationError)."""
     req = [t for t in cells.tensors if t._requires_grad]
     kept = [cells.tensors[i] for i in call.lin.kept]
-    multi = len(outs) != 1
-    prim = _core.Primitive(f"jit({call.owner._name})", lambda xp, *a, **k: None, multi=multi, chapter="internal")
-    prim.defvjp(rest=_rule)
-    xp = backend_namespace(*outs)
-    ts = (*req, *kept)
-    res = _core._record(prim, xp, (*ts, call), [*(t.data for t in ts), call], {}, tuple(outs) if multi else outs[0])
-    return list(res) if multi else [res]
+    return _core.record_opaque(f"jit({call.owner._name})", (*req, *kept), outs, call, _rule)
 
 
 def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:

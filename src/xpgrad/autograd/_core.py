@@ -58,7 +58,7 @@ from ._grad_mode import GRAD_ENABLED, graph_namespace
 
 __all__ = [
     "COMPOSITES", "DECLARED", "FWD_LEVELS", "PRIMITIVES", "Node", "Primitive", "apply", "apply1", "apply2", "composite", "declare",
-    "primitive",
+    "primitive", "record_opaque",
 ]
 
 Rule = Callable[..., Any]
@@ -519,11 +519,20 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             res = _wrap(out)
     else:
         res = _record(prim, xp, args, datas, kw, out)
+    if _fwd_open or _anomaly.depth:
+        _tail(prim, xp, args, datas, kw, out, res)
+    return res
+
+
+def _tail(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any], kw: dict[str, Any], out: Any,
+          res: Any) -> None:
+    """The end of [`apply`][xpgrad.autograd.apply] and `apply2` while anomaly detection or a
+    ``jvp`` is open anywhere (the callers test the two counters first, so the hot path pays
+    no call): the forward's output checked for NaN, the outputs' tangents attached."""
     if _anomaly.depth and _anomaly.ANOMALY.get():
         _anomaly.check_forward(prim.name, xp, datas, out, prim.multi)
     if _fwd_open and not prim.const and FWD_LEVELS.get():
         _forward(prim, xp, args, datas, kw, out, res)
-    return res
 
 
 def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
@@ -607,6 +616,40 @@ def _foreign_numpy_scalar(t: Any, d: Any, other: Any) -> Any:
     return d.item()
 
 
+def _numpy_scalars(a: Any, b: Any, da: Any, db: Any) -> tuple[Any, Any, Any, Any]:
+    """`apply2`'s arguments ``a, b`` and their data ``da, db`` when one of the data is NumPy's
+    scalar, for a primitive of ``SCALAR_PRIMITIVES``: a raw NumPy scalar next to an array is a
+    Python scalar, where the standard takes one."""
+    if (da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS):
+        a, b = python_scalars((a, b))
+        if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
+            da = a
+        if not isinstance(b, Tensor):
+            db = b
+    else:  # a constant Tensor of NumPy's scalar (xp.log(2 * xp.pi)) next to another library's array
+        da, db = _foreign_numpy_scalar(a, da, db), _foreign_numpy_scalar(b, db, da)
+    return a, b, da, db
+
+
+def _namespace1(prim: Primitive, da: Any) -> tuple[Any, Any]:
+    """`apply2`'s namespace for one argument's data ``da`` when the cache has none (or inside
+    xg.jit), and ``da`` (a Python scalar as a 0-d array of it). A function of scalars only is a
+    constant: computed, inside xg.jit too, as eager code computes it."""
+    xp = untraced_namespace(da, func=prim.name) if type(da) in _SCALARS else backend_namespace(da, func=prim.name)
+    if type(da) in _SCALAR_TYPES:
+        da = _scalar_array(xp, da)
+    return xp, da
+
+
+def _namespace2(prim: Primitive, da: Any, db: Any) -> tuple[Any, Any]:
+    """`_namespace1` for two arguments' data: the namespace, and ``da``."""
+    xp = untraced_namespace(da, db, func=prim.name) if type(da) in _SCALARS and type(db) in _SCALARS else (
+        backend_namespace(da, db, func=prim.name))
+    if type(da) in _SCALAR_TYPES and type(db) in _SCALAR_TYPES:
+        da = _scalar_array(xp, da)
+    return xp, da
+
+
 def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
     """[`apply`][xpgrad.autograd.apply] for arguments ``(a, b)``, or ``(a,)`` when ``b`` is ``_NOARG`` (``apply(prim,
     (a, b), kw)`` without the tuple); a primitive that is not ``fast`` goes to [`apply`][xpgrad.autograd.apply]."""
@@ -631,11 +674,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         db = b
         xp = _CACHE.get((type(da),))
         if xp is None or _TRACING[0]:
-            # (a function of scalars only is a constant: computed, inside xg.jit too, as eager code computes it)
-            xp = untraced_namespace(da, func=prim.name) if type(da) in _SCALARS else backend_namespace(
-                da, func=prim.name)
-            if type(da) in _SCALAR_TYPES:
-                da = _scalar_array(xp, da)
+            xp, da = _namespace1(prim, da)
         try:
             out = prim.fwd(xp, da, **kw) if kw else prim.fwd(xp, da)
         except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
@@ -647,22 +686,11 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
                 rg = True
         else:
             db = b
-        # (a raw NumPy scalar next to an array is a Python scalar, where the standard takes one)
         if (type(da) in NUMPY_SCALARS or type(db) in NUMPY_SCALARS) and prim in SCALAR_PRIMITIVES:
-            if (da is a and type(a) in NUMPY_SCALARS) or (db is b and type(b) in NUMPY_SCALARS):
-                a, b = python_scalars((a, b))
-                if not isinstance(a, Tensor):  # (a Tensor's data is unchanged; a raw argument converted)
-                    da = a
-                if not isinstance(b, Tensor):
-                    db = b
-            else:  # a constant Tensor of NumPy's scalar (xp.log(2 * xp.pi)) next to another library's array
-                da, db = _foreign_numpy_scalar(a, da, db), _foreign_numpy_scalar(b, db, da)
+            a, b, da, db = _numpy_scalars(a, b, da, db)
         xp = _CACHE.get((type(da), type(db)))
         if xp is None or _TRACING[0]:
-            xp = untraced_namespace(da, db, func=prim.name) if type(da) in _SCALARS and type(db) in _SCALARS else (
-                backend_namespace(da, db, func=prim.name))
-            if type(da) in _SCALAR_TYPES and type(db) in _SCALAR_TYPES:
-                da = _scalar_array(xp, da)
+            xp, da = _namespace2(prim, da, db)
         try:
             out = prim.fwd(xp, da, db, **kw) if kw else prim.fwd(xp, da, db)
         except Exception as e:  # noqa: BLE001 - re-raised as is, or as a clearer device error
@@ -671,10 +699,8 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         res = _record12(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
-    if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, [da] if one else [da, db], out, False)
-    if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, (a,) if one else (a, b), [da] if one else [da, db], kw, out, res)
+    if _fwd_open or _anomaly.depth:
+        _tail(prim, xp, (a,) if one else (a, b), [da] if one else [da, db], kw, out, res)
     return res
 
 
@@ -861,6 +887,37 @@ def _record(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: Any,
         checks += (-1, v, v[0])
     node.checks = tuple(checks)
     return t
+
+
+def _opaque_forward(xp: Any, *args: Any, **kw: Any) -> Any:
+    """The forward of an opaque call's primitive: never run (the call ran before it was recorded)."""
+    msg = "record_opaque: an opaque call's node has no forward of its own; it records a call that already ran"
+    raise XpgradTypeError(msg)
+
+
+def record_opaque(name: str, inputs: Sequence[Any], outputs: Sequence[Any], call: Any, vjp: Rule, *,
+                  save: tuple[int, ...] | None = None, xp: ModuleType | None = None) -> list[Any]:
+    """Record a call that already ran (a custom rule's function, a checkpointed function, a jitted
+    call) as one node on the tape, and return its outputs as Tensors of that node.
+
+    The one path for an opaque call: a primitive of its own (``name``, as ``grad_fn`` and errors
+    show it) whose forward is never run. ``inputs``: the Tensors the node reads (its parents where
+    they require grad; backward refuses one modified in place since). ``outputs``: the call's
+    output arrays. ``call``: what computes the cotangents, handed to the rule as the last
+    argument (saved like an argument, so backward frees it with the node).
+    ``vjp(xp, g, ans, i, *datas, call)``: input ``i``'s cotangent, ``g`` a tuple when there are
+    several outputs. ``save``: the positions of the inputs ``vjp`` reads (None: all); ``xp``:
+    the outputs' namespace, when the caller has it already.
+    """
+    multi = len(outputs) != 1
+    prim = Primitive(name, _opaque_forward, save=None if save is None else (*save, len(inputs)), multi=multi,
+                     chapter="internal")
+    prim.defvjp(rest=vjp)
+    if xp is None:
+        xp = backend_namespace(*outputs)
+    datas = [t.data for t in inputs]
+    res = _record(prim, xp, (*inputs, call), [*datas, call], {}, tuple(outputs) if multi else outputs[0])
+    return list(res) if multi else [res]
 
 
 # ---------------------------------------------------------------------- forward mode

@@ -920,18 +920,31 @@ def grad(
         Tensor([ 3., 12.], dtype=float64, device=cpu)
     """
     func = "grad"
-    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for t in ins:
+        if not isinstance(t, Tensor) or not t._requires_grad:
+            msg = f"{func}: every input must be a Tensor that requires grad, got {t!r}"
+            raise XpgradRuntimeError(msg)
+    live_outs, seeds = _grad_seeds(outputs, grad_outputs, func)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if not live_outs:
+        res: list[Any] = [None] * len(ins)
+    else:
+        res = _run(live_outs, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=ins,
+                   func=func)  # type: ignore[assignment]  # (a list: targets given)
+    return _grad_results(ins, res, create_graph, allow_unused, func)
+
+
+def _grad_seeds(outputs: Tensor | Sequence[Tensor], grad_outputs: Any, func: str) -> tuple[list[Tensor], list[Any]]:
+    """`grad`'s outputs that depend on an input (the others contribute zeros) and their seeds."""
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     if grad_outputs is None:
         gos: list[Any] = [None] * len(outs)
     elif isinstance(grad_outputs, Tensor) or hasattr(grad_outputs, "shape"):
         gos = [grad_outputs]
     else:
         gos = list(grad_outputs)
-    for t in ins:
-        if not isinstance(t, Tensor) or not t._requires_grad:
-            msg = f"{func}: every input must be a Tensor that requires grad, got {t!r}"
-            raise XpgradRuntimeError(msg)
     seeds = []
     live_outs = []
     for t, g in zip(outs, gos):
@@ -942,13 +955,12 @@ def grad(
             continue  # does not depend on any input: contributes zeros
         live_outs.append(t)
         seeds.append(_seed(t, g, func, real_only=True))
-    if retain_graph is None:
-        retain_graph = create_graph
-    if not live_outs:
-        res: list[Any] = [None] * len(ins)
-    else:
-        res = _run(live_outs, seeds, retain_graph=retain_graph, create_graph=create_graph, targets=ins,
-                   func=func)  # type: ignore[assignment]  # (a list: targets given)
+    return live_outs, seeds
+
+
+def _grad_results(ins: list[Tensor], res: list[Any], create_graph: bool, allow_unused: bool,
+                  func: str) -> tuple[Tensor, ...]:
+    """`grad`'s result per input: its gradient as a Tensor, zeros for an unused one."""
     out = []
     for t, g in zip(ins, res):
         if g is None:

@@ -659,31 +659,7 @@ class Tensor:
         other_rg = isinstance(other, Tensor) and other._requires_grad and (name != "setitem" or is_float(self.data.dtype))
         o = other.data if isinstance(other, Tensor) else other
         if GRAD_ENABLED.get() and (self._requires_grad or other_rg):
-            chain = self._write_chain(name)
-            if name == "setitem":
-                new = _op("setitem", self, other, key=key)
-            else:
-                try:
-                    new = _op(name, self, other)
-                except Exception:  # (array-api-strict refuses int with float itself): say why
-                    _precheck_update(name, self.data, o)
-                    raise
-                _check_update(name, self.data, new.data, o)
-                if new.data.dtype != self.data.dtype:
-                    new = _op("astype", new, dtype=self.data.dtype, copy=False)
-            for t in chain:
-                info = t._base
-                new = _writer(t, info)(info[0], new, info)  # type: ignore[misc]
-            # the base takes the new value; each view then reads the new base as it read the old
-            last = chain[-1]._base[0] if chain else self
-            last._rebind(new)
-            for t in reversed(chain):
-                info = t._base
-                view = apply(info[1], (info[0],), info[2])
-                t._rebind(view[info[3]] if info[1].multi else view)
-            # the other views of the base, made before, read the new base too (PyTorch's view rebase)
-            last._refresh_views(recorded=True)
-            return self
+            return self._inplace_recorded(name, other, key, o)
         fw = None
         if _core._fwd_open and (self._fw or (isinstance(other, Tensor) and other._fw)):
             # forward mode: the result's tangent, from the out-of-place primitive
@@ -692,33 +668,9 @@ class Tensor:
             err = _untraced_write(_INPLACE_NAMES.get(name, name), tuple(self.shape), "a traced value is written into")
             raise err
         if name == "setitem":
-            if isinstance(other, Tensor) and o.dtype != self.data.dtype:
-                # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
-                # warns about an unsafe cast inside its scatter)
-                o = backend_namespace(o).astype(o, self.data.dtype)
-            data = self.data
-            try:
-                if type(data) is _Tracer:  # (traced JAX refuses: this Tensor alone takes the update below)
-                    data._setitem(key, o, functional=False)
-                else:
-                    data[key] = o
-            except (TypeError, ValueError, IndexError, NotImplementedError):
-                # immutable backends (JAX) and index kinds the backend cannot assign through
-                # (integer arrays on array-api-strict, negative steps on PyTorch): the
-                # functional update of the setitem primitive
-                prim = PRIMITIVES["setitem"]
-                self.data = prim.fwd(backend_namespace(self.data), self.data, o, key=key)
+            self._write_item(key, other, o)
         else:
-            before = self.data
-            try:
-                after = _INPLACE_RAW[name](before, o)
-            except Exception:  # re-raised, or as a clearer error: a shape or dtype change, two devices
-                _precheck_update(name, before, o)
-                _core.check_devices(before, o, func=_INPLACE_NAMES[name])
-                raise
-            if after is not before:  # (NumPy, torch, CuPy: the same array, updated; JAX, Dask: a new one)
-                _check_update(name, before, after, o, exact=True)
-            self.data = after
+            self._write_raw(name, o)
         self._version[0] += 1
         if fw is not None or self._fw:
             self._fw = fw
@@ -727,6 +679,69 @@ class Tensor:
             # them, take their tangents from the new value
             self._carry_tangent()._refresh_views(recorded=False)
         return self
+
+    def _inplace_recorded(self, name: str, other: Any, key: Any, o: Any) -> Tensor:
+        """`_inplace` when recorded: this Tensor (and the bases it is a view of, and their other
+        views) rebound to the out-of-place primitive's result; ``o``: ``other``'s data."""
+        chain = self._write_chain(name)
+        if name == "setitem":
+            new = _op("setitem", self, other, key=key)
+        else:
+            try:
+                new = _op(name, self, other)
+            except Exception:  # (array-api-strict refuses int with float itself): say why
+                _precheck_update(name, self.data, o)
+                raise
+            _check_update(name, self.data, new.data, o)
+            if new.data.dtype != self.data.dtype:
+                new = _op("astype", new, dtype=self.data.dtype, copy=False)
+        for t in chain:
+            info = t._base
+            new = _writer(t, info)(info[0], new, info)  # type: ignore[misc]
+        # the base takes the new value; each view then reads the new base as it read the old
+        last = chain[-1]._base[0] if chain else self
+        last._rebind(new)
+        for t in reversed(chain):
+            info = t._base
+            view = apply(info[1], (info[0],), info[2])
+            t._rebind(view[info[3]] if info[1].multi else view)
+        # the other views of the base, made before, read the new base too (PyTorch's view rebase)
+        last._refresh_views(recorded=True)
+        return self
+
+    def _write_item(self, key: Any, other: Any, o: Any) -> None:
+        """`_inplace`'s unrecorded ``self[key] = other`` (``o``: its data), into the array where the
+        backend allows it, else as the setitem primitive's functional update."""
+        if isinstance(other, Tensor) and o.dtype != self.data.dtype:
+            # the value is cast to the tensor's dtype first (as PyTorch and NumPy do; JAX
+            # warns about an unsafe cast inside its scatter)
+            o = backend_namespace(o).astype(o, self.data.dtype)
+        data = self.data
+        try:
+            if type(data) is _Tracer:  # (traced JAX refuses: this Tensor alone takes the update below)
+                data._setitem(key, o, functional=False)
+            else:
+                data[key] = o
+        except (TypeError, ValueError, IndexError, NotImplementedError):
+            # immutable backends (JAX) and index kinds the backend cannot assign through
+            # (integer arrays on array-api-strict, negative steps on PyTorch): the
+            # functional update of the setitem primitive
+            prim = PRIMITIVES["setitem"]
+            self.data = prim.fwd(backend_namespace(self.data), self.data, o, key=key)
+
+    def _write_raw(self, name: str, o: Any) -> None:
+        """`_inplace`'s unrecorded arithmetic update (``+=``...) by ``o``: in place where the
+        backend allows it (NumPy, torch, CuPy), else this Tensor takes the new array."""
+        before = self.data
+        try:
+            after = _INPLACE_RAW[name](before, o)
+        except Exception:  # re-raised, or as a clearer error: a shape or dtype change, two devices
+            _precheck_update(name, before, o)
+            _core.check_devices(before, o, func=_INPLACE_NAMES[name])
+            raise
+        if after is not before:  # (NumPy, torch, CuPy: the same array, updated; JAX, Dask: a new one)
+            _check_update(name, before, after, o, exact=True)
+        self.data = after
 
     def _carry_tangent(self) -> Tensor:
         """Carry this view's new tangents back to each base it is still a view of; the last base.

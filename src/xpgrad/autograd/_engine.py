@@ -356,81 +356,48 @@ def _lend_units(st: _Pass, grads: Sequence[Any], seeds: list[Any]) -> None:
 
 
 def _walk_plain(st: _Pass, order: list[Node]) -> None:
-    """The first-order walk: raw arrays on each node's own namespace, buffers owned and
-    donated (see `_Pass`).
-
-    The hot path of every training step: the same steps as `_walk_checked`, with
-    the per-edge ones inlined (`_call_rule`, a rule of one or two arguments called
-    without unpacking; `_send`, but to a multi-output node; `_release`). The rare
-    steps (hooks, multi-output nodes, captured targets) are one call, `_receive`.
-    """
-    gbuf = st.gbuf
-    pop = gbuf.pop
-    leaf_grads = st.leaf_grads
-    leaves = st.leaves
-    owned = st.owned
-    needed = st.needed
-    capture = st.capture
-    retain_graph = st.retain_graph
-    add = st.add
-    gslot = GRAD_SLOT.s
+    """The first-order walk, the hot path of every training step: `_walk_checked`'s steps on raw
+    arrays, buffers owned and donated (see `_Pass`), the per-edge steps inlined (`_call_rule`,
+    `_send`, `_release`); the rare ones (hooks, several outputs, targets) are one call, `_receive`."""
+    gbuf, owned, needed, capture = st.gbuf, st.owned, st.needed, st.capture
+    pop, add, retain_graph, gslot = gbuf.pop, st.add, st.retain_graph, GRAD_SLOT.s
     for node in order:
-        # 1. the node's gradient (_receive for the rare cases), and whether the pass owns it
-        g = pop(node, None)
-        own = False
-        if g is not None and owned and id(g) in owned:  # (a multi-output node's list never is)
+        g = pop(node, None)  # 1. the node's gradient, and whether the pass owns it
+        own = id(g) in owned if owned else False  # (never None, nor a multi-output node's list)
+        if own:
             owned.discard(id(g))
-            own = True
         if node.hooks or node.n_out != 1 or capture:
             g, own = _receive(st, node, g, own)
-        # 2. skipped: a zero gradient, or no target downstream
-        if g is None or (needed is not None and id(node) not in needed):
+        if g is None or (needed is not None and id(node) not in needed):  # 2. skipped: nothing to send
             if not retain_graph:
                 node.free()
             continue
-        # 3. what its rules read (_rule_inputs, inlined): still there, not modified in place
-        args = node.saved
+        args = node.saved  # 3. what its rules read (_rule_inputs): not freed, not modified in place
         if args is None:
             _raise_freed(node)
-        ch = node.checks
-        if ch and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
+        if (ch := node.checks) and (ch[1][0] != ch[2] or (len(ch) > 3 and _stale(ch))):
             _check_versions(node)  # raises, naming the value
-        prim = node.prim
-        vjps = prim.vjps
-        xp = node.xp
-        ans = node.ans
-        kw = node.kw
+        prim, xp, ans = node.prim, node.xp, node.ans
+        kw, parents, vjps = node.kw, node.parents, prim.vjps
         nargs = len(args)
-        parents = node.parents
-        # donation: an owned gradient is handed to the rule to overwrite when that rule alone
-        # reads it (no other rule can return it, or a view of it)
-        donate = own and (nargs == 1 or _one_parent(parents))
-        # 4. each argument's rule (_rule_of, _call_rule), its result fitted and sent on
-        for i, parent in enumerate(parents):
+        donate = own and (nargs == 1 or _one_parent(parents))  # (to the one rule that reads it, to overwrite)
+        for i, parent in enumerate(parents):  # 4. each argument's rule, its result fitted and sent on
             if parent is None or (needed is not None and id(parent) not in needed):
                 continue
-            rule = vjps[i] if i < len(vjps) else prim.vjp_rule(i)
-            if rule is None:
-                _no_rule(prim, i)
+            rule = (vjps[i] if i < len(vjps) else None) or _rule_of(prim, i)
             if donate:
                 gslot.donated = g
             gslot.fresh = WANT_FRESH
             try:
-                if kw:
+                if kw or nargs > 2:
                     gi = rule(xp, g, ans, *args, **kw)
-                elif nargs == 1:
-                    gi = rule(xp, g, ans, args[0])
-                elif nargs == 2:
-                    gi = rule(xp, g, ans, args[0], args[1])
-                else:
-                    gi = rule(xp, g, ans, *args)
+                else:  # (one or two arguments: called without unpacking)
+                    gi = rule(xp, g, ans, args[0]) if nargs == 1 else rule(xp, g, ans, args[0], args[1])
                 fresh = gi is not None and gslot.fresh is gi  # a new buffer: the pass owns it
                 gslot.donated = gslot.fresh = None
                 if gi is None:
                     continue
-                m = args[i]
-                # (_fit, when needed: the common case, a gradient already of the argument's
-                # shape and dtype, is two comparisons; shapes of unknown size are fitted)
+                m = args[i]  # (_fit when needed: the common case is two comparisons; unknown sizes are fitted)
                 if getattr(gi, "shape", None) != m.shape or (gi.dtype is not m.dtype and gi.dtype != m.dtype):
                     gi = _fit(xp, gi, m, False)
                     fresh = False  # (a copy, possibly a view of it: not owned)
@@ -438,20 +405,14 @@ def _walk_plain(st: _Pass, order: list[Node]) -> None:
                 _fail_rule(node, g, e)
             if fresh:
                 owned.add(id(gi))
-            if type(parent) is not Node:
-                _acc_leaf(leaf_grads, leaves, parent, gi, add)
-            elif parent.n_out == 1:
-                pb = gbuf.get(parent)
-                gbuf[parent] = gi if pb is None else add(pb, gi)
+            if type(parent) is Node and parent.n_out == 1:
+                gbuf[parent] = gi if (pb := gbuf.get(parent)) is None else add(pb, gi)
             else:
-                _send(st, node, i, parent, gi)  # (a multi-output parent: its output's entry)
-        # 5. what it saved is freed (_release: Node.free, inlined)
-        if not retain_graph:
+                _send(st, node, i, parent, gi)  # (a leaf, or a multi-output parent: its output's entry)
+        if not retain_graph:  # 5. what it saved is freed (_release: Node.free, inlined)
             if prim.saves:
                 node.saved = None
-            node.ans = None
-            node.checks = None
-            node.fw = None
+            node.ans = node.checks = node.fw = None
             node.freed = True
 
 

@@ -519,20 +519,9 @@ def apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
             res = _wrap(out)
     else:
         res = _record(prim, xp, args, datas, kw, out)
-    if _fwd_open or _anomaly.depth:
+    if (_fwd_open and not prim.const and FWD_LEVELS.get()) or _anomaly.depth:
         _tail(prim, xp, args, datas, kw, out, res)
     return res
-
-
-def _tail(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any], kw: dict[str, Any], out: Any,
-          res: Any) -> None:
-    """The end of [`apply`][xpgrad.autograd.apply] and `apply2` while anomaly detection or a
-    ``jvp`` is open anywhere (the callers test the two counters first, so the hot path pays
-    no call): the forward's output checked for NaN, the outputs' tangents attached."""
-    if _anomaly.depth and _anomaly.ANOMALY.get():
-        _anomaly.check_forward(prim.name, xp, datas, out, prim.multi)
-    if _fwd_open and not prim.const and FWD_LEVELS.get():
-        _forward(prim, xp, args, datas, kw, out, res)
 
 
 def apply1(prim: Primitive, a: Any, kw: dict[str, Any]) -> Any:
@@ -699,7 +688,7 @@ def apply2(prim: Primitive, a: Any, b: Any, kw: dict[str, Any]) -> Any:
         res = _record12(prim, xp, a, b, da, db, kw, out)
     else:
         res = _wrap(out)
-    if _fwd_open or _anomaly.depth:
+    if (_fwd_open and not prim.const and FWD_LEVELS.get()) or _anomaly.depth:
         _tail(prim, xp, (a,) if one else (a, b), [da] if one else [da, db], kw, out, res)
     return res
 
@@ -921,10 +910,17 @@ def record_opaque(name: str, inputs: Sequence[Any], outputs: Sequence[Any], call
 
 
 # ---------------------------------------------------------------------- forward mode
-def _forward(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any],
-             kw: dict[str, Any], out: Any, res: Any) -> None:
-    """The rest of [`apply`][xpgrad.autograd.apply] with forward levels open: attach the outputs' tangents."""
-    active = FWD_LEVELS.get()
+def _tail(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[Any], kw: dict[str, Any], out: Any,
+          res: Any) -> None:
+    """The one end of [`apply`][xpgrad.autograd.apply] and `apply2`, run while anomaly detection is open
+    anywhere or a ``jvp`` is, here, and ``prim`` is not constant (the callers test this first, so
+    the hot path pays no call): the forward's output checked for NaN; the outputs' tangents attached."""
+    check = _anomaly.depth and _anomaly.ANOMALY.get()
+    if check:
+        _anomaly.check_forward(prim.name, xp, datas, out, prim.multi)
+    active = FWD_LEVELS.get() if _fwd_open and not prim.const else ()
+    if not active:
+        return
     present: set[int] = set()
     for a in args:
         if isinstance(a, Tensor) and a._fw:
@@ -932,7 +928,6 @@ def _forward(prim: Primitive, xp: ModuleType, args: Sequence[Any], datas: list[A
     if not present or (prim.check_dtype and not _all_float(out, prim.multi)):
         return
     outs = res if prim.multi else (res,)
-    check = _anomaly.depth and _anomaly.ANOMALY.get()
     for level in sorted(present):
         _tangent(prim, xp, level, active, args, datas, kw, out, outs)
         if check:

@@ -1288,7 +1288,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [g.data for g in cells.grad_tensors]
     for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
         v = d[n]
-        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float)) else v)
+        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float, np.generic)) else v)
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)

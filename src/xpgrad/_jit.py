@@ -55,7 +55,7 @@ from .autograd._engine import grad as _autograd_grad
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
 from .random import _current as _current_generator
-from .tree_util import PyTreeDef, tree_flatten, tree_leaves
+from .tree_util import PyTreeDef, is_leaf, tree_flatten, tree_leaves
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
@@ -511,6 +511,10 @@ class Program:
             return f"slice({self._expr(v.start)}, {self._expr(v.stop)}, {self._expr(v.step)})"
         if t is dict:
             return "{" + ", ".join(f"{k!r}: {self._expr(x)}" for k, x in v.items()) + "}"
+        if t not in _tracing._LEAF_TYPES and not is_leaf(v):  # (a deque, a registered dataclass: rebuilt)
+            leaves, treedef = tree_flatten(v)
+            if any(type(x) is Tracer for x in leaves):
+                return f"{self._const_expr(treedef)}.unflatten([{', '.join(self._expr(x) for x in leaves)}])"
         name = f"k{len(self._const)}"
         self._const[name] = v
         return name

@@ -146,3 +146,45 @@ def test_training_loop_agrees_with_eager(backend: Any) -> None:
         assert list(sd) == list(ref_sd)
         for name in sd:  # parameters and BatchNorm's running_mean, running_var, num_batches_tracked
             _same(backend, sd[name], ref_sd[name], f"{way}: {name}")
+
+
+def _optioned_step(model: Any, opt: Any, x: Any, y: Any, kind: str) -> Any:
+    opt.zero_grad()
+    out = model(x)
+    loss = xg.mean((out - y) ** 2) if kind == "mse" else xg.mean(xg.abs(out - y))
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_jit_options_and_a_loader_replay_after_state_changes(backend: Any) -> None:
+    # static_argnums (the loss's kind: a Python string) and donate_argnames (the batch, a fresh
+    # array per step from the shuffled loader), with the state changed between replays: a layer
+    # reloaded, a float32 learning rate set by hand (read as the Python number it holds)
+    with backend.policy(seed=4):
+        ref = backend.to(Net(), dtype=xg.float64)
+    model = copy.deepcopy(ref)
+    snapshot = copy.deepcopy(ref.head.state_dict())
+    jstep = xg.jit(_optioned_step, static_argnums=4, donate_argnames="x")
+    runs = []
+    for m, step in ((ref, _optioned_step), (model, jstep)):
+        opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        loader = DataLoader(TensorDataset(backend.asarray(X), backend.asarray(Y)), batch_size=6, shuffle=True,
+                            generator=9)
+        losses = []
+        with backend.policy(seed=1):
+            for epoch in range(2 if backend.name == "dask" else 3):
+                for k, (xb, yb) in enumerate(loader):
+                    if k == 2:
+                        m.head.load_state_dict(snapshot)
+                        opt.param_groups[0]["lr"] = np.float32(0.02 * (epoch + 1))
+                    losses.append(step(m, opt, xb, yb, "mse" if k % 2 == 0 else "l1"))
+            losses.append(xg.random.normal((2,)))
+        runs.append(losses)
+    for i, (g, w) in enumerate(zip(runs[1], runs[0], strict=True)):
+        _same(backend, g, w, f"loss {i}")
+    for name, v in ref.state_dict().items():
+        _same(backend, model.state_dict()[name], v, name)
+    # (traced for each kind, without and with the momentum buffers: every other call replayed)
+    info = jstep.cache_info()
+    assert info.traces == 3 and info.hits == len(runs[0]) - 1 - 3, info

@@ -157,6 +157,60 @@ def test_activation_under_jit_and_vmap(act: Act, backend: Any) -> None:
     np.testing.assert_allclose(to_numpy(grows), g_ref, rtol=RTOL, atol=ATOL, err_msg=f"{act.id}: vmap gradient")
 
 
+# the activations ACTS leaves out (no kink of interest), for the transform comparison below
+_MORE = [Act("relu", lambda f, x: f.relu(x), lambda t, x: t.relu(x)),
+         Act("sigmoid", lambda f, x: f.sigmoid(x), lambda t, x: t.sigmoid(x)),
+         Act("tanh", lambda f, x: f.tanh(x), lambda t, x: t.tanh(x)),
+         Act("softmax", lambda f, x: f.softmax(x, dim=-1), lambda t, x: t.softmax(x, dim=-1)),
+         Act("log_softmax", lambda f, x: f.log_softmax(x, dim=-1), lambda t, x: t.log_softmax(x, dim=-1))]
+#: the axis a row is mapped over where axis 0 is not independent (glu along axis 0, prelu's channels at axis 1)
+_VMAP_AXIS = {"glu_dim0": 1, "prelu_channels": 2}
+
+
+@pytest.mark.parametrize("bname", ["numpy", "torch"])
+@pytest.mark.parametrize("act", ACTS + _MORE, ids=lambda a: a.id)
+def test_activation_eager_jit_vmap_hessian_agree(act: Act, bname: str) -> None:
+    # each activation eagerly, under jit (trace and replay), under vmap (value and grad per row) and
+    # under hessian of the sum (forward over reverse: against reverse over reverse, and jitted):
+    # bit for bit on NumPy where the programs are the same calls, else to 1e-12; jacrev(grad) against hessian to 1e-10
+    from .conftest import _load
+
+    backend = _load(bname)
+    x = backend.asarray(_points(act, kinks=True))
+    exact = bname == "numpy"
+
+    def same(got: Any, want: Any, what: str, tol: float = 1e-12, same_calls: bool = True) -> None:
+        g, w = to_numpy(got), to_numpy(want)
+        assert g.shape == w.shape, (act.id, what, g.shape, w.shape)
+        if exact and same_calls:
+            np.testing.assert_array_equal(g, w, err_msg=f"{act.id}: {what}")
+        else:
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"{act.id}: {what}")
+
+    if act.id.startswith("prelu"):  # (its weight made once, outside: _like reads x's data)
+        w = backend.asarray(np.array([0.25] if act.id == "prelu_shared" else [0.1, 0.2, 0.3]))
+
+        def f(z: Any) -> Any:
+            return F.prelu(z, w)
+    else:
+        def f(z: Any) -> Any:
+            return act.ours(F, z)
+
+    def s(z: Any) -> Any:
+        return xg.sum(f(z))
+
+    y, g, h = f(x), xg.grad(s)(x), xg.hessian(s)(x)
+    jf, jg, jh = xg.jit(f), xg.jit(xg.grad(s)), xg.jit(xg.hessian(s))
+    for _ in range(2):  # the trace, then the replay
+        same(jf(x), y, "jit value")
+        same(jg(x), g, "jit gradient")
+        same(jh(x), h, "jit hessian")
+    same(h, xg.jacrev(xg.grad(s))(x), "hessian (forward over reverse) and jacrev(grad)", 1e-10, same_calls=False)
+    ax = _VMAP_AXIS.get(act.id, 0)
+    same(xg.vmap(f, in_axes=ax, out_axes=ax)(x), y, "vmap value")
+    same(xg.vmap(xg.grad(s), in_axes=ax, out_axes=ax)(x), g, "vmap gradient")
+
+
 def test_prelu_weight_gradient_matches_torch(backend: Any) -> None:
     x = _points(ACTS[-1], kinks=True)
     m = xg.nn.PReLU(3, init=0.375, dtype="float64")

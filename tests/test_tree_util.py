@@ -282,6 +282,36 @@ def test_save_load_round_trips_ordered_dicts(backend: Any, tmp_path: Path) -> No
         np.testing.assert_array_equal(to_numpy(back["z"][key]), to_numpy(v))
 
 
+def test_save_load_stores_every_registered_container(backend: Any, tmp_path: Path) -> None:
+    # (other containers are stored as their children: a dataclass as a dict of its data fields,
+    # a custom node by its children, a deque as a list; they were refused)
+    a, b, c = (backend.asarray(np.arange(k, k + 3.0)) for k in range(3))
+    obj = {"p": Params(w=a, b=(b, None), name="x"), "q": Pair(c, 4), "d": collections.deque([a, 2])}
+    xg.save(obj, tmp_path / "t.safetensors")
+    with backend.policy():
+        back = xg.load(tmp_path / "t.safetensors")
+    assert set(back["p"]) == {"w", "b"} and back["p"]["b"][1] is None
+    assert back["q"][1] == 4 and back["d"][1] == 2 and type(back["d"]) is list
+    for got, want in ((back["p"]["w"], a), (back["p"]["b"][0], b), (back["q"][0], c), (back["d"][0], a)):
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
+
+
+def test_containers_of_traced_arrays_reach_array_functions_under_jit(backend: Any) -> None:
+    # a deque or a named tuple of traced arrays handed to a function of the namespace, or to
+    # NumPy's own functions (which take any sequence): found, unwrapped and rebuilt at each replay
+    fns = [lambda x: xg.stack(collections.deque([x, x * 2.0])),
+           lambda x: xg.concat(Point(x, xg.sin(x)))]
+    if backend.name == "numpy":  # (NumPy's functions: a deque raised IndexError, a named tuple RecursionError)
+        fns += [lambda x: np.stack(collections.deque([x, x * 2.0])),
+                lambda x: np.concatenate(Point(x, np.sin(x)))]
+    for k, f in enumerate(fns):
+        jf = xg.jit(f)
+        for i in range(4):
+            x = backend.asarray(np.arange(3.0) + i)
+            np.testing.assert_array_equal(to_numpy(jf(x)), to_numpy(f(x)), err_msg=f"function {k}, call {i}")
+        assert jf.cache_info().traces == 1
+
+
 # ====================================================================== item 8: a result jit cannot flatten
 def test_jit_refuses_a_result_it_cannot_flatten(backend: Any) -> None:
     def make(x: Any) -> Unregistered:

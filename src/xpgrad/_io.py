@@ -12,7 +12,9 @@ The format: each array is one safetensors tensor (complex arrays as float32/floa
 with a last axis of 2, 0-d arrays as 0-d tensors); the structure is a JSON tree in
 the file's ``__xpgrad__`` metadata entry, ``{"format": 1, "tree": ...}``, whose
 nodes are ``{"d": [[key, node], ...]}`` (``{"od": ...}`` for an ``OrderedDict``, which
-loads as one), ``{"l": [...]}``, ``{"tu": [...]}`` (a named tuple is stored as a tuple),
+loads as one), ``{"l": [...]}``, ``{"tu": [...]}`` (a named tuple is stored as a tuple;
+another `xpgrad.tree_util` container as its children: a registered dataclass as a dict
+of its data fields, a deque as a list),
 ``{"t": name}`` (with ``"complex": true`` for a complex array), ``{"f": "nan"}``
 and ``{"v": value}``. [`load`][xpgrad.load] checks the whole tree against the tensor headers
 before it reads any tensor, and refuses with [`XpgradValueError`][xpgrad.XpgradValueError]
@@ -35,6 +37,7 @@ from typing import Any, NoReturn
 
 import array_api_compat
 
+from . import tree_util
 from ._dispatch import backend_namespace, public_namespace
 from ._dtypes import dtype_name, to_backend
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
@@ -168,9 +171,16 @@ def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool
         if (isinstance(obj, float) and obj != obj) or obj in (float("inf"), float("-inf")):
             return {"f": repr(obj)}
         return {"v": obj}
+    node = tree_util.children(obj)
+    if node is not None:  # (another container of xg.tree_util: a deque, a registered dataclass or class)
+        kids, entries = node
+        if all(isinstance(e, str) for e in entries):  # (named children: a dataclass's fields)
+            return {"d": [[e, _encode(v, (*path, e), tensors, flat)] for e, v in zip(entries, kids)]}
+        return {"l": [_encode(v, (*path, str(i)), tensors, flat) for i, v in enumerate(kids)]}
     msg = (
         f"save: cannot store a {type(obj).__name__} at {'.'.join(path) or '<root>'}; "
-        "values must be tensors/arrays, str, int, float, bool, None, or dicts/lists/tuples of them"
+        "values must be tensors/arrays, str, int, float, bool, None, or dicts/lists/tuples (or other "
+        "xg.tree_util containers) of them"
     )
     raise XpgradTypeError(msg)
 
@@ -181,7 +191,9 @@ def save(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     Values may be Tensors or arrays of any library (NumPy, PyTorch, JAX, CuPy, Dask...;
     copied to the host, detached, with their shape, 0-d included), and plain Python
     values or nested dicts / lists / tuples of them (an optimizer's ``state_dict()``),
-    at most 100 levels deep. Each value is written as its own tensor: two entries
+    at most 100 levels deep. Other `xpgrad.tree_util` containers are stored as their
+    children and load as plain ones: a registered dataclass as a dict of its data
+    fields, a deque as a list (as a named tuple loads as a tuple). Each value is written as its own tensor: two entries
     holding the same array load as two independent tensors. A flat mapping of
     tensors is written under its own keys, except that a key spelled
     ``__metadata__`` (which safetensors reserves) is stored as ``__metadata__#1``

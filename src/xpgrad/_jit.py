@@ -55,7 +55,7 @@ from .autograd._engine import grad as _autograd_grad
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad
 from .autograd._tensor import Tensor
 from .random import _current as _current_generator
-from .tree_util import PyTreeDef, tree_flatten, tree_leaves
+from .tree_util import PyTreeDef, is_leaf, tree_flatten, tree_leaves
 
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
@@ -511,6 +511,10 @@ class Program:
             return f"slice({self._expr(v.start)}, {self._expr(v.stop)}, {self._expr(v.step)})"
         if t is dict:
             return "{" + ", ".join(f"{k!r}: {self._expr(x)}" for k, x in v.items()) + "}"
+        if t not in _tracing._LEAF_TYPES and not is_leaf(v):  # (a deque, a registered dataclass: rebuilt)
+            leaves, treedef = tree_flatten(v)
+            if any(type(x) is Tracer for x in leaves):
+                return f"{self._const_expr(treedef)}.unflatten([{', '.join(self._expr(x) for x in leaves)}])"
         name = f"k{len(self._const)}"
         self._const[name] = v
         return name
@@ -1282,7 +1286,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [g.data for g in cells.grad_tensors]
     for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
         v = d[n]
-        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float)) else v)
+        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float, np.generic)) else v)
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)

@@ -21,6 +21,7 @@ import numpy as np
 from . import _fast_adapter as fa
 from . import _tracing
 from ._tracing import Instruction, Trace, Tracer
+from .tree_util import is_leaf, tree_map
 
 __all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_elementwise", "fuse_mask_casts",
            "last_uses", "optimize", "reuse_plan", "variables"]
@@ -171,7 +172,9 @@ def _subst(obj: Any, fn: Any) -> Any:
         return {k: _subst(v, fn) for k, v in obj.items()}
     if t is slice:
         return slice(_subst(obj.start, fn), _subst(obj.stop, fn), _subst(obj.step, fn))
-    return obj
+    if t in _tracing._LEAF_TYPES or is_leaf(obj):
+        return obj
+    return tree_map(lambda v: _subst(v, fn), obj)  # (another container: a deque, a registered dataclass)
 
 
 def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = None) -> Instruction:

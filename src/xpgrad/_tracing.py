@@ -48,6 +48,9 @@ import array_api_compat
 import numpy as np
 
 from ._exceptions import ConcretizationError, XpgradRuntimeError, XpgradTypeError
+from .tree_util import is_leaf as _is_tree_leaf
+from .tree_util import tree_leaves as _tree_leaves
+from .tree_util import tree_map as _tree_map
 
 __all__ = ["ACTIVE", "TRACE", "Instruction", "Trace", "Tracer", "TracingNamespace", "base_namespace", "is_tracer",
            "namespace_of", "rebinds", "recorded", "recording", "set_may_alias", "untraced_write"]
@@ -248,22 +251,20 @@ def _is_array(x: Any) -> bool:
 
 
 def _tracers_in(obj: Any) -> list[Tracer]:
+    """The traced arrays in ``obj``: its `xpgrad.tree_util` leaves (any registered container,
+    a deque, a named tuple, a registered dataclass) and the bounds of its slices."""
     out: list[Tracer] = []
-    _collect(obj, out)
+    for leaf in _tree_leaves(obj):
+        t = type(leaf)
+        if t is Tracer:
+            out.append(leaf)
+        elif t is slice:  # (a leaf of the tree: its bounds may be traced, x[i:j] with 0-d arrays)
+            out.extend(v for v in (leaf.start, leaf.stop, leaf.step) if type(v) is Tracer)
     return out
 
 
-def _collect(obj: Any, out: list[Tracer]) -> None:
-    if type(obj) is Tracer:
-        out.append(obj)
-    elif isinstance(obj, (tuple, list)):
-        for o in obj:
-            _collect(o, out)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            _collect(o, out)
-    elif isinstance(obj, slice):
-        _collect((obj.start, obj.stop, obj.step), out)
+# (types that are leaves of every tree: _unwrap returns them without asking tree_util)
+_LEAF_TYPES = frozenset({int, float, bool, str, complex, type(None), type(Ellipsis), np.ndarray})
 
 
 def _unwrap(obj: Any, trace: Trace | None) -> Any:
@@ -285,7 +286,9 @@ def _unwrap(obj: Any, trace: Trace | None) -> Any:
         return obj
     if t is dict:
         return {k: _unwrap(v, trace) for k, v in obj.items()}
-    return obj
+    if t in _LEAF_TYPES or _is_tree_leaf(obj):
+        return obj
+    return _tree_map(lambda v: _unwrap(v, trace), obj)  # (another container: a deque, a registered dataclass)
 
 
 # ---------------------------------------------------------------- the namespace of tracers

@@ -154,12 +154,10 @@ class Optimizer:
     def _jit_numbers(self) -> list[Any]:
         out: list[Any] = []
         for g in self.param_groups:
+            # (a NumPy scalar learning rate, np.float32(0.1) or a float32 schedule's, is the Python number
+            # eager step() reads (_plain_numbers): the program's float64 input, its dtype plays no part)
             lr = g.get("lr")
-            if isinstance(lr, np.generic) and not isinstance(lr, (int, float)):
-                msg = (f"xg.jit: {type(self).__name__}'s learning rate must be a Python float or int, not a NumPy "
-                       f"{type(lr).__name__} {lr!r} (its dtype would change the update's arithmetic); use float(lr)")
-                raise XpgradTypeError(msg)
-            if g["params"] and isinstance(g.get("lr"), (int, float)) and not isinstance(g["lr"], bool):
+            if g["params"] and isinstance(lr, (int, float, np.integer, np.floating)) and not isinstance(lr, bool):
                 out.append((g, "lr", g["params"][0]))
             for p in g["params"]:
                 st = self.state.get(id(p))

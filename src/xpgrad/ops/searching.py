@@ -24,7 +24,7 @@ from ..autograd._batching_util import along_axes, full, is_array, pad, with_new_
 from ..autograd._core import Primitive
 from ._common import Array, apply, primitive
 from ._registry import Chapter, prim_of
-from .data_type import astype
+from .data_type import _astype
 from .elementwise import isnan, less, less_equal, logical_and, logical_not, logical_or
 from .indexing import _take_along_axis
 from .manipulation import reshape
@@ -41,7 +41,8 @@ def _searchsorted_fwd(xp: Any, x1: Any, x2: Any, *sorter: Any, side: str) -> Any
     return xp.searchsorted(x1, x2, side=side, sorter=sorter[0] if sorter else None)
 
 
-_reshape_p = prim_of(reshape)
+_reshape_p, _isnan_p, _less_p, _less_equal_p = prim_of(reshape), prim_of(isnan), prim_of(less), prim_of(less_equal)
+_and_p, _or_p, _not_p, _sum_p = prim_of(logical_and), prim_of(logical_or), prim_of(logical_not), prim_of(_sum)
 
 
 def _searchsorted_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -64,21 +65,20 @@ def _searchsorted_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict
     a = _reshape_p(x1, shape=s[:K] + (1,) * r + s[K:])
     side = kw.get("side", "left")
     floating = kind(x1.dtype) == "real floating"
-    isnan_p, or_p = prim_of(isnan), prim_of(logical_or)
     if side == "left":
-        hit = prim_of(less)(a, v)
+        hit = _less_p(a, v)
         if floating:  # a NaN v goes after every number
-            hit = or_p(hit, prim_of(logical_and)(isnan_p(v), prim_of(logical_not)(isnan_p(a))))
+            hit = _or_p(hit, _and_p(_isnan_p(v), _not_p(_isnan_p(a))))
     else:
-        hit = prim_of(less_equal)(a, v)
+        hit = _less_equal_p(a, v)
         if floating:  # ... and after every element
-            hit = or_p(hit, isnan_p(v) if is_array(v) else isnan_p(a))
+            hit = _or_p(hit, _isnan_p(v) if is_array(v) else _isnan_p(a))
     # the dtype searchsorted gives on this backend (JAX: int32 even with 64-bit types enabled)
     raw = _raw(x1)
     bxp = backend_namespace(raw)
     one = bxp.reshape(raw, (-1,))[:1]
     dt = bxp.searchsorted(one, one).dtype
-    out = prim_of(_sum)(prim_of(astype)(hit, dtype=dt), axis=-1, dtype=dt)
+    out = _sum_p(_astype(hit, dtype=dt), axis=-1, dtype=dt)
     if not bs[1] and not is_array(x2):
         return out
     return pad(out, K, r)

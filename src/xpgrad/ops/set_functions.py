@@ -63,15 +63,18 @@ def _isin_fwd(xp: Any, x1: Any, x2: Any, *, invert: bool) -> Any:
     return xp.logical_not(out) if invert else out
 
 
+_reshape_p, _any_p, _equal_p, _not_p = prim_of(reshape), prim_of(_any), prim_of(equal), prim_of(logical_not)
+
+
 def _isin_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     x1, x2 = xs
     if not bs[1]:
         return apply(prim, tuple(xs), kw)
     s2 = tuple(x2.shape)
     a, r = with_new_last_axis(x1, bs[0], K)
-    b = prim_of(reshape)(x2, shape=s2[:K] + (1,) * r + (-1,))
-    out = prim_of(_any)(prim_of(equal)(a, b), axis=-1)
-    return prim_of(logical_not)(out) if kw.get("invert") else out
+    b = _reshape_p(x2, shape=s2[:K] + (1,) * r + (-1,))
+    out = _any_p(_equal_p(a, b), axis=-1)
+    return _not_p(out) if kw.get("invert") else out
 
 
 #: the facts of the unique_* functions: their output's shape depends on the data

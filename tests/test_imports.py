@@ -88,7 +88,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "xpgrad.checkpoint_policies")),
     ("policy", ("xpgrad._policy", "xpgrad._info")),
     ("autograd", ("xpgrad.autograd",)),
-    ("rules", ("xpgrad.ops", "xpgrad.special", "xpgrad.fft", "xpgrad.linalg", "xpgrad._vmap_rules", "xpgrad._lazy",
+    ("rules", ("xpgrad.ops", "xpgrad.special", "xpgrad.fft", "xpgrad.linalg", "xpgrad._lazy",
                "xpgrad._io")),
     ("transforms", ("xpgrad.functional", "xpgrad._custom", "xpgrad._checkpoint", "xpgrad._vmap", "xpgrad._jacobian",
                     "xpgrad._jit", "xpgrad._jit_passes",

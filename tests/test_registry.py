@@ -3,7 +3,9 @@ everything derived from it.
 
 The central test adds a throwaway entry, as a user or a new chapter would, touching
 nothing else, and finds it in the namespace, ``__all__``, the batching rules, the
-coverage page, the rule tests' cases and the fuzz ops; then it removes it again.
+coverage page, the rule tests' cases and the fuzz ops; then it removes it again. A
+throwaway non-pointwise entry, declared with its batching rule beside it, is batched by
+that rule.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import pytest
 import xpgrad as xg
 from xpgrad._spec import CHAPTERS
 from xpgrad.autograd._batched import RULES
-from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots
-from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, over, remove
+from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, apply, primitive
+from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, over, prim_of, remove
 
 from ._cases import registry_cases
 from ._util import load_script
@@ -89,6 +91,83 @@ def test_a_throwaway_entry_is_found_everywhere() -> None:
     assert "cube_throwaway" not in xg.ops.elementwise.__all__
     assert "cube_throwaway" not in PRIMITIVES and "cube_throwaway" not in RULES
     assert all(r["name"] != "cube_throwaway" for r in load_script("docs/gen_coverage.py").rows())
+
+
+def _declare_flip(ran: list[tuple[str, tuple[bool, ...], int]]) -> Any:
+    """A throwaway non-pointwise entry whose batching rule, declared beside it, records each call."""
+    op = Chapter("manipulation", module="xpgrad.ops.manipulation")
+
+    def batch(prim: Any, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+        ran.append((prim.name, tuple(bs), K))
+        n = len(xs[0].shape) - K
+        return apply(prim, xs, {**kw, "axis": kw["axis"] % n + K})  # (the logical axis, past the batch axes)
+
+    @op.function(batch=batch, fwd=lambda xp, x, *, axis: xp.flip(x, axis=axis),
+                 vjp=(lambda xp, g, ans, x, *, axis: xp.flip(g, axis=axis),), jvp="linear", save=())
+    def flip_throwaway(x: Any, /, *, axis: int) -> Any:
+        """Reverse along one axis (a test's throwaway entry).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.flip_throwaway(xg.asarray([1.0, 2.0]), axis=0)
+            Tensor([2., 1.], dtype=float64, device=cpu)
+        """
+
+    return flip_throwaway, batch
+
+
+def test_a_throwaway_non_pointwise_entry_is_batched_by_the_rule_beside_it() -> None:
+    """A non-pointwise entry declared with its batching rule (``batch=``): vmap finds the rule on
+    the primitive and runs it (once per primitive call, with the batch axes it was given), nested
+    vmaps and gradients included; removing the entry removes the rule."""
+    ran: list[tuple[str, tuple[bool, ...], int]] = []
+    flip, batch = _declare_flip(ran)
+    try:
+        prim = prim_of(flip)
+        assert prim.batch is batch and RULES["flip_throwaway"] is batch
+        assert REGISTRY["flip_throwaway"].batch is None  # (written by hand, not derived)
+        x = np.arange(24.0).reshape(4, 2, 3)
+        for axis in (0, 1, -1):
+            ran.clear()
+            out = xg.vmap(lambda v, a=axis: xg.flip_throwaway(v, axis=a))(x)
+            np.testing.assert_array_equal(out, np.flip(x, axis=axis % 2 + 1))
+            assert ran == [("flip_throwaway", (True,), 1)]
+        ran.clear()
+        out = xg.vmap(xg.vmap(lambda v: xg.flip_throwaway(v, axis=0)))(x)
+        np.testing.assert_array_equal(out, np.flip(x, axis=2))
+        assert ran == [("flip_throwaway", (True,), 2)]
+        # per-example gradients: the rule runs forward; the VJP is the primitive's own
+        w = np.arange(3.0)
+        g = xg.vmap(xg.grad(lambda v: xg.sum(xg.flip_throwaway(v, axis=-1) * w)))(x)
+        np.testing.assert_array_equal(g, np.broadcast_to(w[::-1], x.shape))
+        assert ran[-1][0] == "flip_throwaway"
+    finally:
+        remove("flip_throwaway")
+    assert "flip_throwaway" not in PRIMITIVES and "flip_throwaway" not in RULES
+    assert not hasattr(xg, "flip_throwaway")
+    assert "flip_throwaway" not in xg.ops.manipulation.__all__
+    with pytest.raises(ValueError, match="prim_of"):
+        prim_of(flip)
+
+
+def test_a_rule_attached_to_a_primitive_with_batching_is_what_vmap_runs() -> None:
+    """``@prim.batching``: the rule of a primitive made outside the registry (as nn's are)."""
+    ran: list[int] = []
+    twice = primitive("twice_throwaway", lambda xp, x: 2 * x, save=())
+    try:
+        @twice.batching
+        def _rule(prim: Any, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+            ran.append(K)
+            return apply(prim, xs, kw)
+
+        assert twice.batch is _rule and RULES["twice_throwaway"] is _rule
+        for n in (1, 3):
+            out = xg.vmap(twice)(np.ones((n, 2)))
+            np.testing.assert_array_equal(out, np.full((n, 2), 2.0))
+        assert ran == [1, 1]
+    finally:
+        PRIMITIVES.pop("twice_throwaway", None)
+    assert "twice_throwaway" not in RULES
 
 
 def test_every_elementwise_function_of_the_standard_is_a_registry_entry() -> None:

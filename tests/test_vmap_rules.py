@@ -18,13 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpgrad as xg
+from xpgrad.autograd._core import PRIMITIVES
 
 from ._cases import OpCase
 from .conftest import examples_for
 from .test_rules import ALL_CASES, _draw_arrays, _params, _xfail
 
 #: cases whose function cannot be batched (data-dependent output shapes): tested for the error
-UNBATCHABLE = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+UNBATCHABLE = {n for n, p in PRIMITIVES.items() if p.data_dependent_shape}
 #: case -> arguments that vmap must not map: mapped, the output shape would depend on the data
 #: (a batched boolean mask: tests/test_vmap_indexing.py checks the error; a batched ``repeats``
 #: array: tests/test_vmap_misc.py)

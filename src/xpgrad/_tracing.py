@@ -301,8 +301,23 @@ def set_resolver(fn: Any) -> None:
     _resolve_backend = fn
 
 
-# functions whose result's shape depends on the values of their arguments
-_DATA_SHAPED = frozenset({"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"})
+#: the primitives by name (``autograd`` hands its table down, `set_primitives`)
+_PRIMITIVES: dict[str, Any] = {}
+
+
+def set_primitives(table: dict[str, Any]) -> None:
+    """Hand in the table of primitives (``autograd._batched`` does at import)."""
+    global _PRIMITIVES
+    _PRIMITIVES = table
+
+
+def _data_shaped(name: str) -> bool:
+    """Whether the namespace function ``name`` is a primitive whose result's shape depends on the
+    values of its arguments (declared on it: ``Primitive.data_dependent_shape``)."""
+    p = _PRIMITIVES.get(name)
+    return p is not None and bool(p.data_dependent_shape)
+
+
 # attributes of a namespace that are no computation (static): handed through as they are
 _STATIC = frozenset({"isdtype", "result_type", "can_cast", "finfo", "iinfo", "__array_namespace_info__",
                      "__array_api_version__", "__name__", "__doc__", "__file__", "__spec__", "__path__",
@@ -405,7 +420,7 @@ def _short_ns(base: Any) -> str:
 
 
 def _recorder(fn: Any, name: str, qual: str, ns: TracingNamespace) -> Any:
-    data_shaped = name in _DATA_SHAPED
+    data_shaped = _data_shaped(name)
     is_repeat = name == "repeat"
 
     def record(*args: Any, **kwargs: Any) -> Any:

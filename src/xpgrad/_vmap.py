@@ -1,7 +1,7 @@
 """``vmap``: map a function over a batch axis, with every primitive batched by its rule.
 
-See `xpgrad.autograd._batched` for how batched values are represented and
-`xpgrad._vmap_rules` for the rules.
+See `xpgrad.autograd._batched` for how batched values are represented; each primitive's
+rule is declared beside it (``Primitive.batch``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from . import _vmap_rules  # noqa: F401 - registers the batching rules
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd._batched import STACK, Batched, Level, _check_levels, from_phys, lift, open_level
 from .autograd._core import PRIMITIVES, apply

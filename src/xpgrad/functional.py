@@ -32,6 +32,7 @@ from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradTypeError, XpgradValueError
 from .autograd import _cut
 from .autograd._batched import STACK, Batched, from_phys, to_phys, use_stack
+from .autograd._batching_util import pointwise
 from .autograd._core import FWD_LEVELS, apply, forward_level, primitive, raw_dtype
 from .autograd._core import PRIMITIVES as PRIMITIVES_
 from .autograd._engine import _engine_call, _seed
@@ -58,12 +59,12 @@ def note_private(t: Tensor) -> None:
     """Note leaf ``t``, made by a transform for its own use, in `PRIVATE_LEAVES`."""
     PRIVATE_LEAVES[id(t)] = t
 
-_identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal")
+_identity = primitive("identity", lambda xp, x: x, save=(), chapter="internal", batch=pointwise)
 _identity.defvjp(lambda xp, g, ans, x: g)
 _identity.defjvp(lambda xp, t, ans, x: t)
 
 # the identity with zero derivative: neither recorded nor given a tangent
-_stop = primitive("stop_gradient", lambda xp, x: x, zero_grad=True, view=True, chapter="internal")
+_stop = primitive("stop_gradient", lambda xp, x: x, zero_grad=True, view=True, chapter="internal", batch=pointwise)
 
 _SCALARS = (int, float, complex)
 

@@ -36,6 +36,7 @@ import array_api_compat
 from . import _tracing
 from ._dispatch import backend_namespace, raw_array
 from ._dtypes import is_float
+from .autograd._batching_util import along_axes, pointwise
 from .autograd._core import Primitive, apply, primitive
 from .autograd._tensor import Tensor
 from .ops._common import is_xpgrad, times_inf
@@ -395,7 +396,7 @@ def _polygamma_fwd(xp: Any, x: Any, *, n: int) -> Any:
     return out if out.dtype == x.dtype else xp.astype(out, x.dtype)  # SciPy's polygamma computes in float64
 
 
-_polygamma = primitive("special.polygamma", _polygamma_fwd, save=(0,), chapter=_C)
+_polygamma = primitive("special.polygamma", _polygamma_fwd, save=(0,), chapter=_C, batch=pointwise)
 
 _polygamma.defvjp(lambda xp, g, ans, x, *, n: g * _call(xp, _polygamma, x, n=n + 1))
 _polygamma.defjvp(lambda xp, t, ans, x, *, n: t * _call(xp, _polygamma, x, n=n + 1))
@@ -595,7 +596,7 @@ def _logsumexp_d(xp: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
     return xp.exp(x - _keep(xp, ans, x, axis, keepdims))  # softmax(x) along axis
 
 
-_logsumexp = primitive("special.logsumexp", _logsumexp_fwd, save=(0,), save_ans=True, chapter=_C)
+_logsumexp = primitive("special.logsumexp", _logsumexp_fwd, save=(0,), save_ans=True, chapter=_C, batch=along_axes)
 _logsumexp.defvjp(lambda xp, g, ans, x, *, axis, keepdims: _keep(xp, g, x, axis, keepdims) * _logsumexp_d(xp, ans, x, axis, keepdims))
 _logsumexp.defjvp(lambda xp, t, ans, x, *, axis, keepdims: xp.sum(t * _logsumexp_d(xp, ans, x, axis, keepdims), axis=axis, keepdims=keepdims))
 
@@ -618,11 +619,12 @@ def _log_softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 
 
-_softmax = primitive("special.softmax", _softmax_fwd, save=(), save_ans=True, chapter=_C)
+_softmax = primitive("special.softmax", _softmax_fwd, save=(), save_ans=True, chapter=_C, batch=along_axes)
 _softmax.defvjp(lambda xp, g, ans, x, *, axis: ans * (g - xp.sum(g * ans, axis=axis, keepdims=True)))
 _softmax.defjvp(lambda xp, t, ans, x, *, axis: ans * (t - xp.sum(t * ans, axis=axis, keepdims=True)))
 
-_log_softmax = primitive("special.log_softmax", _log_softmax_fwd, save=(), save_ans=True, chapter=_C)
+_log_softmax = primitive("special.log_softmax", _log_softmax_fwd, save=(), save_ans=True, chapter=_C,
+                          batch=along_axes)
 _log_softmax.defvjp(lambda xp, g, ans, x, *, axis: g - xp.exp(ans) * xp.sum(g, axis=axis, keepdims=True))
 _log_softmax.defjvp(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, axis=axis, keepdims=True))
 

@@ -8,7 +8,7 @@ has a batch axis of size 1 there (it broadcasts), so closing over an unbatched v
 costs nothing.
 
 Every primitive applied to a Batched argument goes through its *batching rule*
-(`RULES`, filled by `xpgrad._vmap_rules`): the rule receives the physical
+(``Primitive.batch``, declared beside the operation; `RULES` lists them): the rule receives the physical
 arguments, all lifted to the same number ``K`` of batch axes, calls primitives on
 them (recorded on the tape as usual, so ``grad`` of ``vmap`` differentiates the
 physical program) and returns the physical output, whose leading ``K`` axes are the
@@ -32,42 +32,49 @@ import gc
 import re
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._dispatch import tensor_namespace
 from .._dtypes import kind
 from .._exceptions import ConcretizationError as _ConcretizationError
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
-from .._tracing import _user_line
+from .._tracing import _user_line, set_primitives
 from . import _core
 from ._alias import may_alias
 from ._core import PRIMITIVES, Primitive, apply
 from ._grad_mode import graph_namespace
 from ._tensor import _INPLACE_NAMES, _SUPPORTED_API_VERSIONS, Tensor, _batches_self, _wrap, _writer
 
-__all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "batch_rule", "from_phys", "lift", "materialize", "to_phys"]
+__all__ = ["RULES", "STACK", "Batched", "ConcretizationError", "Level", "from_phys", "lift", "materialize", "to_phys"]
 
-#: primitive name -> batching rule ``rule(prim, xs, bs, kw, K)``: ``xs`` the physical
-#: arguments (batched ones lifted to ``K`` batch axes, others as given), ``bs`` which
-#: are batched; returns the physical output (a tuple for ``multi`` primitives)
-RULES: dict[str, Callable[..., Any]] = {}
-#: primitive name -> why it cannot be batched (its output shape depends on the data)
-UNBATCHABLE: dict[str, str] = {}
+class _Table(Mapping[str, Any]):
+    """A read-only view of the primitives, by name, that have attribute ``attr`` set: the
+    batching rules and the refusals are declared on the primitives, this only lists them."""
+
+    def __init__(self, attr: str) -> None:
+        self._attr = attr
+
+    def __getitem__(self, name: str) -> Any:
+        p = PRIMITIVES.get(name)
+        v = None if p is None else getattr(p, self._attr)
+        if v is None:
+            raise KeyError(name)
+        return v
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([n for n, p in list(PRIMITIVES.items()) if getattr(p, self._attr) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for p in list(PRIMITIVES.values()) if getattr(p, self._attr) is not None)
 
 
-def batch_rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``rule`` as the batching rule of the primitives ``names``."""
-
-    def register(rule: Callable[..., Any]) -> Callable[..., Any]:
-        for n in names:
-            if n in RULES:
-                msg = f"batch_rule: {n!r} already has a batching rule"
-                raise XpgradValueError(msg)
-            RULES[n] = rule
-        return rule
-
-    return register
+#: primitive name -> batching rule ``rule(prim, xs, bs, kw, K)`` (``Primitive.batch``): ``xs``
+#: the physical arguments (batched ones lifted to ``K`` batch axes, others as given), ``bs``
+#: which are batched; returns the physical output (a tuple for ``multi`` primitives)
+RULES: Mapping[str, Callable[..., Any]] = _Table("batch")
+#: primitive name -> why it cannot be batched (``Primitive.unbatchable``: its output shape depends on the data)
+UNBATCHABLE: Mapping[str, str] = _Table("unbatchable")
 
 
 class Level:
@@ -618,9 +625,9 @@ def _gather_args(prim: Primitive, args: Sequence[Any]) -> tuple[list[Any], list[
 def vmap_apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """Apply ``prim`` to arguments of which at least one is Batched: through its batching rule."""
     xs, bs, st = _gather_args(prim, args)
-    rule = RULES.get(prim.name)
+    rule = prim.batch
     if rule is None:
-        why = UNBATCHABLE.get(prim.name)
+        why = prim.unbatchable
         if why is not None:
             msg = f"{prim.name}: cannot be used on a value batched by vmap: {why}"
             raise XpgradValueError(msg)
@@ -630,10 +637,6 @@ def vmap_apply(prim: Primitive, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     if prim.multi:
         return tuple(_mk(o if isinstance(o, Tensor) else _wrap(o), st) for o in out)
     return _mk(out if isinstance(out, Tensor) else _wrap(out), st)
-
-
-def has_batched(args: Any) -> bool:
-    return any(isinstance(a, Batched) for a in args)
 
 
 # ---------------------------------------------------------------------- axes
@@ -658,10 +661,10 @@ def shift_axes(func: str, axis: Any, ndim: int, K: int) -> Any:
 
 
 # ---------------------------------------------------------------------- getitem / setitem
-# The key may hold batched index arrays: ``xpgrad._vmap_rules.indexing`` (the rules layer,
-# above this one) hands its functions down when it is imported.
+# The key may hold batched index arrays: ``xpgrad.ops.indexing`` (above this layer) hands
+# its functions down when it is imported.
 def _no_indexing(*args: Any) -> Tensor:
-    msg = "getitem: xpgrad._vmap_rules is not imported yet: import xpgrad (its package) first"
+    msg = "getitem: xpgrad.ops.indexing is not imported yet: import xpgrad (its package) first"
     raise XpgradTypeError(msg)
 
 
@@ -670,7 +673,7 @@ _setitem: Callable[[Any, Any, Any], Tensor] = _no_indexing
 
 
 def set_indexing(getitem: Callable[[Any, Any], Tensor], setitem: Callable[[Any, Any, Any], Tensor]) -> None:
-    """Hand down vmap's getitem and setitem (``_vmap_rules.indexing`` calls this when it is imported)."""
+    """Hand down vmap's getitem and setitem (``ops.indexing`` calls this when it is imported)."""
     global _getitem, _setitem
     _getitem, _setitem = getitem, setitem
 
@@ -684,3 +687,4 @@ def setitem(x: Any, value: Any, key: Any) -> Tensor:
 
 
 _core._bind_batched(Batched, vmap_apply, getitem, write_into, STACK)
+set_primitives(PRIMITIVES)  # (the tracer reads which are data_dependent_shape)

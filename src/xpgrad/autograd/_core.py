@@ -183,6 +183,12 @@ class Primitive:
         check_dtype: the output dtype may be integer or boolean for some inputs or
             parameters (``astype``, ``sum(dtype=int64)``); such outputs are constants.
         chapter: the standard's chapter, for the docs table.
+        batch: its batching rule ``batch(prim, xs, bs, kw, K)`` (see
+            `xpgrad.autograd._batched`), read by vmap; or set with `batching`.
+        data_dependent_shape: the output's shape depends on the values (``nonzero``,
+            ``unique_*``): such a primitive cannot be traced into a fixed-shape program
+            nor batched.
+        unbatchable: why vmap refuses it (a data-dependent shape), instead of a rule.
 
     Examples:
         >>> from xpgrad.autograd import primitive
@@ -196,9 +202,11 @@ class Primitive:
 
     __slots__ = (
         "__weakref__",
+        "batch",
         "chapter",
         "check_dtype",
         "const",
+        "data_dependent_shape",
         "fast",
         "fwd",
         "jvp_rest",
@@ -211,6 +219,7 @@ class Primitive:
         "save1",
         "save_ans",
         "saves",
+        "unbatchable",
         "view",
         "vjp_rest",
         "vjps",
@@ -230,6 +239,9 @@ class Primitive:
         multi: bool = False,
         check_dtype: bool = False,
         chapter: str = "",
+        batch: Callable[..., Any] | None = None,
+        data_dependent_shape: bool = False,
+        unbatchable: str | None = None,
     ) -> None:
         self.name = name
         self.fwd = fwd
@@ -242,6 +254,9 @@ class Primitive:
         self.multi = multi
         self.check_dtype = check_dtype
         self.chapter = chapter
+        self.batch = batch
+        self.data_dependent_shape = data_dependent_shape
+        self.unbatchable = unbatchable
         #: one output, not a view: calls with one or two arguments take the fast path (apply2)
         self.fast = not (multi or view)
         #: arguments 0 and 1 are saved for the rules (read by the fast path's recording, _record12)
@@ -274,6 +289,11 @@ class Primitive:
         """
         self.jvps = rules
         self.jvp_rest = rest
+
+    def batching(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """Set ``rule`` as the batching rule (a decorator: ``@prim.batching``)."""
+        self.batch = rule
+        return rule
 
     def jvp_rule(self, i: int) -> Rule | None:
         if i < len(self.jvps):

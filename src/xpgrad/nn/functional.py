@@ -25,8 +25,14 @@ from .._io import move_array
 from .._lazy import is_lazy
 from .._tracing import is_tracer
 from ..autograd._batched import Batched, from_phys
+from ..autograd._batching_util import full, pointwise
+from ..autograd._core import Primitive
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
+from ..ops._registry import prim_of
+from ..ops.creation import zeros_like
+from ..ops.elementwise import where
+from ..ops.statistical import sum as _sum
 from ..special import erf, expit
 from ._checks import check_dtype, check_float, check_indices
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
@@ -328,7 +334,7 @@ def relu(input: Any) -> Tensor:
 # a multiply. The mask is cast to the gradient's dtype (the standard has no bool * float).
 # A non-finite upstream gradient at an inactive unit gives NaN there (0 * inf), as in a
 # hand-written NumPy backward; PyTorch gives 0.
-_relu = primitive("nn.relu", lambda xp, x: xp.maximum(x, 0.0), save=(), save_ans=True, chapter="nn")
+_relu = primitive("nn.relu", lambda xp, x: xp.maximum(x, 0.0), save=(), save_ans=True, chapter="nn", batch=pointwise)
 _relu.defvjp(lambda xp, g, ans, x: scale(xp, g, xp.astype(ans > 0, g.dtype)))
 defjvp_from_vjp(_relu)
 
@@ -1186,7 +1192,32 @@ def _xent_jvp(xp: Any, t: Any, ans: Any, x: Any, q: Any, qsum: Any, den: Any = N
     return (tl if reduction == "sum" else tl / den), tlogp
 
 
-_xent = primitive("nn.softmax_cross_entropy", _xent_fwd, save=(1, 2, 3), save_ans=True, multi=True, chapter="nn")
+# (vmap: "sum" and "mean" run over the example's axes only, never the batch axes, so the rule
+# computes the per-position loss, reduction="none", on the whole batch and reduces each
+# example on its own)
+def _xent_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    ys = full(xs, bs, K)  # (the logits and the constants q, qsum, den: each example its own)
+    x, q, qsum = ys[:3]
+    reduction = kw["reduction"]
+    loss, logp = apply(prim, (x, q, qsum), {**kw, "axis": kw["axis"] + K, "reduction": "none"})
+    if reduction == "none":
+        return loss, logp
+    n = len(loss.shape) - K
+    total = _sum_p(loss, axis=tuple(range(K, K + n))) if n else loss
+    if reduction == "sum":
+        return total, logp
+    # "mean": as the unbatched rule, an example whose every position is ignored (den = 0)
+    # gets the value 0 / 0 = nan but a zero gradient (a constant nan is added)
+    den = ys[3]
+    zero = den == 0
+    nought = zeros_like(den)
+    mean = total / where(zero, nought + 1.0, den)
+    return mean + where(zero, nought + math.nan, nought), logp
+
+
+_sum_p = prim_of(_sum)
+_xent = primitive("nn.softmax_cross_entropy", _xent_fwd, save=(1, 2, 3), save_ans=True, multi=True, chapter="nn",
+                  batch=_xent_batch)
 _xent.defvjp(_xent_vjp, None, None, None)
 _xent.defjvp(_xent_jvp, None, None, None)
 
@@ -1318,7 +1349,7 @@ def _bce_vjp_t(xp: Any, g: Any, ans: Any, p: Any, t: Any) -> Any:
     return g * (log_q - log_p)
 
 
-_bce = primitive("nn.binary_cross_entropy", _bce_fwd, chapter="nn")
+_bce = primitive("nn.binary_cross_entropy", _bce_fwd, chapter="nn", batch=pointwise)
 _bce.defvjp(_bce_vjp_p, _bce_vjp_t)
 defjvp_from_vjp(_bce)
 

@@ -1,6 +1,9 @@
-"""Primitives, one module per chapter of the array API standard.
+"""The operations, one module per chapter of the array API standard.
 
-Each primitive is a table entry: its forward written against a namespace ``xp``
-and its VJP rules, also written against ``xp``, side by side. The public function
-of the same name carries the standard's signature and calls `apply`.
+Most are registry entries (`xpgrad.ops._registry`): one declaration holds the public
+function's signature and docstring, and beside it its primitive's forward (written
+against a namespace ``xp``), its VJP and JVP rules and its batching rule, all kept on
+the primitive. The functions a declaration cannot express yet (argument checks, named
+tuple results) are written by hand beside them, each calling its primitive (`apply`),
+whose rules are declared the same way; each module lists them in ``Chapter(extra=...)``.
 """

@@ -19,8 +19,9 @@ From it the registry makes
   (`scale`), and the JVP ``t * d``, complex inputs included
   (PyTorch's convention, `conj`). Hand-written ``vjp=``/``jvp=``
   rules stay possible where a derived one would be slower or less accurate;
-- its batching rule (``batch="pointwise"``: pointwise functions broadcast, so they batch
-  for free; installed by ``xpgrad._vmap_rules`` through `subscribe`);
+- its batching rule, kept on the primitive (``Primitive.batch``, which vmap reads): a
+  pointwise function's is derived (they broadcast, so they batch for free); any other
+  entry gives its own, ``batch=``, written beside the declaration;
 - the public function, generated with the declared signature (the one line a hand-written
   wrapper has: ``return apply2(prim, x, _NOARG, NOKW)``), in the declaring module, so
   that its doctest runs and ``inspect`` and type checkers see the declaration;
@@ -29,8 +30,10 @@ From it the registry makes
   cases (`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
   by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
 
-Adding an operation is one entry in one file (docs/adding-an-operation.md);
-tests/test_registry.py adds a throwaway one and finds it everywhere.
+Adding a pointwise operation is one entry. Any other takes, besides its entry (with its
+batching rule), its rule tests' case in ``tests/cases/`` and, to be fuzzed, a fuzz op and
+a conformance call (tests/_fuzz.py, conformance/_calls.py).
+tests/test_registry.py adds throwaway entries, pointwise and not, and finds them everywhere.
 """
 
 from __future__ import annotations
@@ -45,10 +48,11 @@ from typing import Any, TypeVar
 
 from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from ..autograd._batching_util import pointwise as _pointwise_rule
 from ..autograd._core import _NOARG, PRIMITIVES, Primitive, apply, apply2, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
-__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "subscribe"]
+__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of", "subscribe"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Domain = tuple[float, float] | Sequence[tuple[float, float]]
@@ -119,8 +123,8 @@ class Op:
         fn: the public function.
         prim: its primitive.
         nargs: how many positional arguments may be arrays.
-        batch: its batching rule: ``"pointwise"``, or None (a hand-written rule in
-            ``xpgrad._vmap_rules``).
+        batch: how its batching rule is made: ``"pointwise"`` (derived), or None (written
+            beside the declaration, ``batch=``). The rule itself is ``prim.batch``.
         test: how property tests draw its inputs; None where its tests are written by hand
             (tests/cases) or it has no gradient to test.
         fuzz: the differential fuzzer's template, ``{N}`` the namespace and ``{a}``,
@@ -149,13 +153,32 @@ class Op:
 
 #: name -> Op, in declaration order
 REGISTRY: dict[str, Op] = {}
+#: an entry's public function -> its primitive (`prim_of`)
+_PRIMS: dict[Callable[..., Any], Primitive] = {}
 _LISTENERS: list[tuple[Callable[[Op], None], Callable[[Op], None]]] = []
+
+
+def prim_of(fn: Callable[..., Any]) -> Primitive:
+    """The primitive of an entry's public function: how rules reference a primitive as an
+    object (JAX's ``sin_p``), not by name.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> from xpgrad.ops._registry import prim_of
+        >>> prim_of(xg.reshape)
+        <primitive reshape>
+    """
+    p = _PRIMS.get(fn)
+    if p is None:
+        msg = f"prim_of: {fn!r} is not the public function of a registry entry"
+        raise XpgradValueError(msg)
+    return p
 
 
 def subscribe(added: Callable[[Op], None], removed: Callable[[Op], None]) -> None:
     """Call ``added(op)`` for every registered operation, now and when one is added later,
     and ``removed(op)`` when one is removed (a throwaway entry of a test). How derived
-    tables that live above the registry (the batching rules) stay complete.
+    tables that live above the registry stay complete.
 
     Examples:
         >>> from xpgrad.ops._registry import subscribe
@@ -429,6 +452,7 @@ class Chapter:
                 save=save if (save is not None or vjp is not None) else tuple(i for i, a in enumerate(args) if a in saves),
                 save_ans=bool(save_ans) if save_ans is not None else ans_read,
                 nondiff=nondiff, zero_grad=zero_grad, view=view, chapter=chapter or self.chapter,
+                batch=_pointwise_rule,
             )
             if n >= 2:  # (its arguments may be Python scalars: NumPy scalars become ones)
                 SCALAR_PRIMITIVES.add(prim)
@@ -449,6 +473,7 @@ class Chapter:
         self,
         *,
         fwd: Callable[..., Any],
+        batch: Callable[..., Any] | None = None,
         vjp: Sequence[Any] | None = None,
         jvp: Sequence[Any] | str | None = None,
         vjp_rest: Any = None,
@@ -463,6 +488,10 @@ class Chapter:
 
         Args:
             fwd: the forward ``fwd(xp, *arrays, **params)``.
+            batch: its batching rule ``batch(prim, xs, bs, kw, K)`` (see
+                `xpgrad.autograd._batched`; shared ones in ``xpgrad.autograd._batching_util``),
+                written beside the declaration. None: vmap refuses it (give
+                ``unbatchable=`` the reason where its output's shape depends on the data).
             vjp: one VJP rule per array argument (``rule(xp, g, ans, *arrays, **params)``,
                 None: not differentiable there); ``vjp_rest`` for variadic ones beyond.
             jvp: the JVP rules (see [`xpgrad.autograd._core.Primitive.defjvp`][xpgrad.autograd.Primitive.defjvp]);
@@ -476,21 +505,21 @@ class Chapter:
             chapter: the standard's chapter where it differs from the module's.
             fuzz: the differential fuzzer's template (see `Op`).
             opts: the primitive's options (``save``, ``save_ans``, ``nondiff``,
-                ``zero_grad``, ``view``, ``multi``, ``check_dtype``: see
+                ``zero_grad``, ``view``, ``multi``, ``check_dtype``,
+                ``data_dependent_shape``, ``unbatchable``: see
                 [`Primitive`][xpgrad.autograd.Primitive]).
 
-        Its batching rule is written in ``xpgrad._vmap_rules`` under the primitive's name,
-        its rule tests in ``tests/cases/<chapter>.py`` (the parameters need strategies).
+        Its rule tests are written in ``tests/cases/<chapter>.py`` (the parameters need strategies).
 
         Examples:
             >>> from xpgrad.ops._registry import REGISTRY
-            >>> REGISTRY["flip"].prim.view, REGISTRY["flip"].batch
-            (True, None)
+            >>> REGISTRY["flip"].prim.view, REGISTRY["flip"].batch, REGISTRY["flip"].prim.batch.__name__
+            (True, None, 'along_axes')
         """
 
         def register(decl: F) -> F:
             name, _ = self._check(decl)
-            prim = primitive(name, fwd, chapter=chapter or self.chapter, **opts)
+            prim = primitive(name, fwd, chapter=chapter or self.chapter, batch=batch, **opts)
             if vjp is not None or vjp_rest is not None:
                 prim.defvjp(*(vjp or ()), rest=vjp_rest)
             if jvp == "linear":
@@ -526,6 +555,7 @@ class Chapter:
 
     def _enter(self, entry: Op, decl: Callable[..., Any]) -> None:
         REGISTRY[entry.name] = entry
+        _PRIMS[entry.fn] = entry.prim
         self._names.append(decl.__name__)
         _install(entry, declared_in=decl.__module__)
         for added, _ in _LISTENERS:
@@ -615,6 +645,7 @@ def remove(name: str) -> None:
     for _, removed in _LISTENERS:
         removed(op)
     del REGISTRY[name]
+    _PRIMS.pop(op.fn, None)
     PRIMITIVES.pop(op.prim.name, None)
     for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)

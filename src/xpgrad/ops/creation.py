@@ -25,10 +25,13 @@ from .._exceptions import DTypeUnavailableError, UnknownNameError, XpgradError, 
 from .._policy import DevicePolicy, current_policy
 from .._tracing import is_tracer, recording
 from ..autograd._batched import Batched, from_phys
+from ..autograd._batching_util import stacked_matrices
+from ..autograd._core import Primitive
 from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
+from ._registry import prim_of
 from .data_type import _name as _dtype_name_of
 from .data_type import astype, result_type
-from .manipulation import stack
+from .manipulation import broadcast_to, reshape, stack
 
 __all__ = [
     "arange",
@@ -670,10 +673,11 @@ del _fn
 
 
 # ---------------------------------------------------------------- differentiable
-_tril = primitive("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), save=(), chapter=_C)
+# (functions of the last two axes: the batch axes lead, so they are more stack axes)
+_tril = primitive("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), save=(), chapter=_C, batch=stacked_matrices)
 _tril.defvjp(lambda xp, g, ans, x, *, k=0: xp.tril(g, k=k))
 _tril.defjvp(linear_jvp(_tril))
-_triu = primitive("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), save=(), chapter=_C)
+_triu = primitive("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), save=(), chapter=_C, batch=stacked_matrices)
 _triu.defvjp(lambda xp, g, ans, x, *, k=0: xp.triu(g, k=k))
 _triu.defjvp(linear_jvp(_triu))
 
@@ -723,6 +727,32 @@ _meshgrid = primitive("meshgrid", lambda xp, *xs, indexing="xy": tuple(xp.meshgr
                       save=(), multi=True, view=True, chapter=_C)
 _meshgrid.defvjp(rest=_meshgrid_vjp)
 _meshgrid.defjvp(rest=joint_linear_jvp(_meshgrid))
+_reshape_p, _broadcast_to_p = prim_of(reshape), prim_of(broadcast_to)
+
+
+@_meshgrid.batching
+def _meshgrid_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> tuple[Any, ...]:
+    """Each 1-D example put along its output axis (after the batch axes) and broadcast to the grid:
+    a reshape and a broadcast per output, as the grid of one example is."""
+    indexing = kw.get("indexing", "xy")
+    n = len(xs)
+    lengths = []
+    for i, (x, b) in enumerate(zip(xs, bs)):
+        r = len(x.shape) - (K if b else 0)
+        if r != 1:
+            msg = f"{prim.name}: every array must be 1-D, got {r} dimensions for array {i} (inside vmap)"
+            raise XpgradValueError(msg)
+        lengths.append(int(x.shape[-1]))
+    grid = [0] * n
+    for i in range(n):
+        grid[_grid_axis(i, n, indexing)] = lengths[i]
+    outs = []
+    for i, (x, b) in enumerate(zip(xs, bs)):
+        batch = tuple(x.shape[:K]) if b else (1,) * K
+        ax = _grid_axis(i, n, indexing)
+        y = _reshape_p(x, shape=batch + tuple(lengths[i] if a == ax else 1 for a in range(n)))
+        outs.append(_broadcast_to_p(y, shape=batch + tuple(grid)))
+    return tuple(outs)
 
 
 def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:

@@ -22,6 +22,7 @@ from .._dtypes import dtype as backend_dtype
 from .._dtypes import kind as dtype_kind
 from .._exceptions import UnknownNameError, XpgradTypeError
 from .._policy import current_policy
+from ..autograd._batching_util import pointwise
 from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad, primitive
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
@@ -62,7 +63,7 @@ def _astype_vjp(xp: Any, g: Any, ans: Any, x: Any, *, dtype: Any, copy: bool = T
     return array_api_compat.to_device(g, src)
 
 
-_astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, view=True, chapter=_C)
+_astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, view=True, chapter=_C, batch=pointwise)
 _astype.defvjp(_astype_vjp)
 
 

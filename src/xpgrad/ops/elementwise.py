@@ -17,6 +17,7 @@ import cmath
 import math
 from typing import Any
 
+from ..autograd._batching_util import pointwise
 from ._common import Array, apply, is_complex, is_xpgrad, primitive
 from ._common import conj as _conj  # the public ``conj`` below takes the name
 from ._common import times_inf as _times_inf
@@ -205,7 +206,7 @@ def _pole_power_de(xp: Any, c: Any, h: Any, x: Any, e: Any) -> Any:
     return xp.where(zero, 0.0, _pole_power_call(xp, c * h, xs, e) * log)
 
 
-_pole_power = primitive("pow.pole_power", _pole_power_fwd, chapter="internal")
+_pole_power = primitive("pow.pole_power", _pole_power_fwd, chapter="internal", batch=pointwise)
 _pole_power.defvjp(lambda xp, g, ans, h, x, e: _pole_power_call(xp, g, x, e),
                    lambda xp, g, ans, h, x, e: _pole_power_dx(xp, g, h, x, e),
                    lambda xp, g, ans, h, x, e: _pole_power_de(xp, g, h, x, e))

@@ -32,6 +32,8 @@ from array_api_compat import is_dask_namespace
 
 from .._exceptions import XpgradValueError
 from .._tracing import TracingNamespace, base_namespace, recorded
+from ..autograd._batched import shift_axes, shift_axis
+from ..autograd._core import Primitive
 from ._common import Array, Tensor, apply, declare, primitive, zeros_like_shape
 from ._registry import Chapter
 from .creation import _create, _dt, _float_default, _where
@@ -260,14 +262,36 @@ def _irfftn_vjp(xp: Any, g: Any, ans: Any, x: Any, *, s: Any, axes: Any, norm: s
     return _resize_to(xp, half, axes, x.shape)
 
 
-def _transform(name: str, vjp: Any, **opts: Any) -> Any:
+# ---------------------------------------------------------------- batching
+# The transforms act along axes, so a logical axis (or tuple of axes) is shifted past the
+# ``k`` batch axes and the batch axes are never transformed. ``fftn``-style primitives
+# receive explicit, non-negative logical ``axes`` (the functions resolve the defaults
+# against the example's shape); ``fftshift`` with ``axes=None`` shifts every logical axis.
+def _along_axis(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    """``fft``, ``ifft``, ``rfft``, ``irfft``, ``hfft``, ``ihfft``: ``axis`` an int (default -1)."""
+    n = len(xs[0].shape) - k
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axis(prim.name, kw.get("axis", -1), n, k)})
+
+
+def _along_axes(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    """``fftn``, ``ifftn``, ``rfftn``, ``irfftn``, ``fftshift``, ``ifftshift``: ``axes`` None
+    (every logical axis), an int or a sequence of ints."""
+    n = len(xs[0].shape) - k
+    axes = kw.get("axes")
+    s = kw.get("s")
+    if axes is None and s is not None:  # (the standard's default: the last len(s) axes)
+        axes = tuple(range(n - len(s), n))
+    return apply(prim, tuple(xs), {**kw, "axes": shift_axes(prim.name, axes, n, k)})
+
+
+def _transform(name: str, vjp: Any, batch: Any = _along_axis, **opts: Any) -> Any:
     """A linear transform ``xp.fft.<name>``: the backend's forward, the same transform
     of the tangent as JVP, the adjoint as VJP (only the input's shape is kept)."""
 
     def fwd(xp: Any, x: Any, **kw: Any) -> Any:
         return _call(xp, name, x, **kw)
 
-    p = primitive(name, fwd, save=(), chapter=_C, **opts)
+    p = primitive(name, fwd, save=(), chapter=_C, batch=batch, **opts)
     p.defvjp(vjp)
     p.defjvp(lambda xp, t, ans, x, **kw: _call(xp, name, t, **kw))
     return p
@@ -275,12 +299,12 @@ def _transform(name: str, vjp: Any, **opts: Any) -> Any:
 
 _fft = _transform("fft", _fft_vjp)
 _ifft = _transform("ifft", _ifft_vjp)
-_fftn = _transform("fftn", _fftn_vjp)
-_ifftn = _transform("ifftn", _ifftn_vjp)
+_fftn = _transform("fftn", _fftn_vjp, _along_axes)
+_ifftn = _transform("ifftn", _ifftn_vjp, _along_axes)
 _rfft = _transform("rfft", _rfft_vjp)
 _irfft = _transform("irfft", _irfft_vjp)
-_rfftn = _transform("rfftn", _rfftn_vjp)
-_irfftn = _transform("irfftn", _irfftn_vjp)
+_rfftn = _transform("rfftn", _rfftn_vjp, _along_axes)
+_irfftn = _transform("irfftn", _irfftn_vjp, _along_axes)
 _hfft = _transform("hfft", _hfft_vjp)
 _ihfft = _transform("ihfft", _ihfft_vjp)
 
@@ -440,7 +464,7 @@ def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "ba
 
 
 # (view: a shift over no axis is the input itself on Dask)
-@op.function(fwd=lambda xp, x, *, axes=None: xp.fft.fftshift(x, axes=axes),
+@op.function(batch=_along_axes, fwd=lambda xp, x, *, axes=None: xp.fft.fftshift(x, axes=axes),
              vjp=(lambda xp, g, ans, x, *, axes: xp.fft.ifftshift(g, axes=axes),),
              jvp=(lambda xp, t, ans, x, *, axes=None: xp.fft.fftshift(t, axes=axes),), save=(), view=True)
 def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
@@ -455,7 +479,7 @@ def fftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
     """
 
 
-@op.function(fwd=lambda xp, x, *, axes=None: xp.fft.ifftshift(x, axes=axes),
+@op.function(batch=_along_axes, fwd=lambda xp, x, *, axes=None: xp.fft.ifftshift(x, axes=axes),
              vjp=(lambda xp, g, ans, x, *, axes: xp.fft.fftshift(g, axes=axes),),
              jvp=(lambda xp, t, ans, x, *, axes=None: xp.fft.ifftshift(t, axes=axes),), save=(), view=True)
 def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:

@@ -34,6 +34,13 @@ Degenerate points, documented per function and as in PyTorch:
 - ``vector_norm``: at the zero vector the gradient is 0 (PyTorch); ``ord=0`` has a
   zero gradient; ``ord=inf/-inf`` split the gradient evenly between tied entries.
 - ``matrix_rank`` returns integers: not differentiable.
+
+Batching (the rule beside each function): the matrix functions of one stack argument
+(``inv``, ``det``, ``svd``...) batch as stacks (the batch axes are more stack axes). The
+functions of two stacks (``solve``, ``cross``) get every argument at the same physical
+rank (the batch axes, then the example's stack axes padded with size 1), so that the
+backend broadcasts the stacks as it would the examples' and never reads an argument's
+stack axes as another's batch axes.
 """
 
 from __future__ import annotations
@@ -47,17 +54,22 @@ from .._dispatch import _raw
 from .._dtypes import to_backend
 from .._exceptions import NonDifferentiableError, XpgradValueError
 from .._tracing import is_tracer
-from .._vmap_rules.linalg import batched_rtol
 from ..autograd import _batched
+from ..autograd._batched import STACK, Batched, from_phys, lift
+from ..autograd._batching_util import along_axes, check_ndim, is_array, lndim, negative_axis, pad, stacked_matrices, to_rank
+from ..autograd._core import Primitive
 from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
-from ._registry import Chapter
+from ._registry import Chapter, prim_of
 from .elementwise import abs as _abs
+from .elementwise import multiply
 from .linear_algebra import matmul, matrix_transpose, tensordot, vecdot
-from .manipulation import broadcast_shapes
+from .manipulation import broadcast_shapes, broadcast_to
 from .manipulation import reshape as _reshape
 from .statistical import max as _max
 from .statistical import min as _min
 from .statistical import sum as _sum
+
+_reshape_p, _broadcast_to_p, _multiply_p = prim_of(_reshape), prim_of(broadcast_to), prim_of(multiply)
 
 __all__ = [
     "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult",
@@ -185,7 +197,7 @@ def _trace(xp: Any, m: Any) -> Any:
 
 
 # ---------------------------------------------------------------- inv
-@op.function(fwd=lambda xp, x: xp.linalg.inv(x), vjp=(lambda xp, g, ans, x: -(_mH(xp, ans) @ g @ _mH(xp, ans)),),
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.linalg.inv(x), vjp=(lambda xp, g, ans, x: -(_mH(xp, ans) @ g @ _mH(xp, ans)),),
              jvp=(lambda xp, t, ans, x: -(ans @ t @ ans),), save=(), save_ans=True)
 def inv(x: Array, /) -> Array:
     """The inverse of each square matrix; gradient ``-inv(x)^H @ g @ inv(x)^H``.
@@ -244,7 +256,7 @@ def _det_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return _trace(xp, _adjugate(xp, x, ans) @ _like_complex(xp, t, x))
 
 
-@op.function(fwd=lambda xp, x: xp.linalg.det(x), vjp=(_det_vjp,), jvp=(_det_jvp,), save=(0,), save_ans=True)
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.linalg.det(x), vjp=(_det_vjp,), jvp=(_det_jvp,), save=(0,), save_ans=True)
 def det(x: Array, /) -> Array:
     """The determinant of each square matrix.
 
@@ -282,7 +294,7 @@ def _slogdet_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
 
 
 _slogdet = primitive("slogdet", lambda xp, x: tuple(xp.linalg.slogdet(x)), save=(0,), save_ans=True, multi=True,
-                     chapter=_C)
+                     chapter=_C, batch=stacked_matrices)
 _slogdet.defvjp(_slogdet_vjp)
 _slogdet.defjvp(_slogdet_jvp)
 
@@ -326,7 +338,26 @@ def _solve_jvp_x1(xp: Any, t: Any, ans: Any, x1: Any, x2: Any) -> Any:
     return -_solve(xp, x1, t @ ans)
 
 
-@op.function(fwd=lambda xp, x1, x2: _solve(xp, x1, x2), vjp=(_solve_vjp_x1, _solve_vjp_x2),
+def _solve_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    """``x2`` is one vector only when its example is 1-D: it is made a column (and the column
+    dropped after), so that every stack axis, batch axes included, broadcasts."""
+    x1, x2 = xs
+    b1, b2 = bs
+    check_ndim(prim, x1, k if b1 else 0, 2, "array (a stack of square matrices)")
+    vec = lndim(x2, b2, k) == 1
+    if vec:
+        s = tuple(x2.shape)
+        x2 = _reshape_p(x2, shape=(*s, 1))
+    else:
+        check_ndim(prim, x2, k if b2 else 0, 1)
+    r = max(lndim(x1, b1, k), lndim(x2, b2, k))
+    out = apply(prim, (to_rank(x1, b1, k, r), to_rank(x2, b2, k, r)), kw)
+    if vec:
+        out = _reshape_p(out, shape=tuple(out.shape)[:-1])
+    return out
+
+
+@op.function(batch=_solve_batch, fwd=lambda xp, x1, x2: _solve(xp, x1, x2), vjp=(_solve_vjp_x1, _solve_vjp_x2),
              jvp=(_solve_jvp_x1, lambda xp, t, ans, x1, x2: _solve(xp, x1, t)), arrays=2, save=(0,), save_ans=True)
 def solve(x1: Array, x2: Array, /) -> Array:
     """The solution ``X`` of ``x1 @ X = x2`` (``x2`` of shape ``(M,)`` is one vector).
@@ -360,7 +391,7 @@ def _cholesky_jvp(xp: Any, t: Any, ans: Any, x: Any, *, upper: bool = False) -> 
     return _mH(xp, dl) if upper else dl
 
 
-@op.function(fwd=lambda xp, x, *, upper=False: xp.linalg.cholesky(x, upper=upper), vjp=(_cholesky_vjp,),
+@op.function(batch=stacked_matrices, fwd=lambda xp, x, *, upper=False: xp.linalg.cholesky(x, upper=upper), vjp=(_cholesky_vjp,),
              jvp=(_cholesky_jvp,), save=(), save_ans=True)
 def cholesky(x: Array, /, *, upper: bool = False) -> Array:
     """The Cholesky factor of each Hermitian positive-definite matrix (lower, or upper if ``upper``).
@@ -404,7 +435,7 @@ def _eigh_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return dl, v @ (dp / e - (dp / e) * eye)
 
 
-_eigh = primitive("eigh", lambda xp, x: tuple(xp.linalg.eigh(x)), save=(), save_ans=True, multi=True, chapter=_C)
+_eigh = primitive("eigh", lambda xp, x: tuple(xp.linalg.eigh(x)), save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
 _eigh.defvjp(_eigh_vjp)
 _eigh.defjvp(_eigh_jvp)
 
@@ -435,7 +466,7 @@ def _eigvalsh_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return xp.real(dl) if is_complex(dl) else dl
 
 
-@op.function(fwd=lambda xp, x: xp.linalg.eigvalsh(x), vjp=(_eigvalsh_vjp,), jvp=(_eigvalsh_jvp,), save=(0,))
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.linalg.eigvalsh(x), vjp=(_eigvalsh_vjp,), jvp=(_eigvalsh_jvp,), save=(0,))
 def eigvalsh(x: Array, /) -> Array:
     """Eigenvalues (ascending) of each Hermitian matrix; gradient ``V diag(g) V^H``.
 
@@ -478,7 +509,7 @@ def _eig_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return xp.linalg.diagonal(dp), v @ c
 
 
-_eig = primitive("eig", lambda xp, x: tuple(xp.linalg.eig(x)), save=(), save_ans=True, multi=True, chapter=_C)
+_eig = primitive("eig", lambda xp, x: tuple(xp.linalg.eig(x)), save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
 _eig.defvjp(_eig_vjp)
 _eig.defjvp(_eig_jvp)
 
@@ -509,7 +540,7 @@ def _eigvals_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return xp.linalg.diagonal(_solve(xp, v, _like_complex(xp, t, v) @ v))
 
 
-@op.function(fwd=lambda xp, x: xp.linalg.eigvals(x), vjp=(_eigvals_vjp,), jvp=(_eigvals_jvp,), save=(0,))
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.linalg.eigvals(x), vjp=(_eigvals_vjp,), jvp=(_eigvals_jvp,), save=(0,))
 def eigvals(x: Array, /) -> Array:
     """Eigenvalues of each square matrix (complex); gradient ``V^{-H} diag(g) V^H``.
 
@@ -601,7 +632,7 @@ def _svd_jvp(xp: Any, t: Any, ans: Any, x: Any, *, full_matrices: bool = True) -
 
 
 _svd = primitive("svd", lambda xp, x, *, full_matrices=True: tuple(xp.linalg.svd(x, full_matrices=full_matrices)),
-                 save=(), save_ans=True, multi=True, chapter=_C)
+                 save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
 _svd.defvjp(_svd_vjp)
 _svd.defjvp(_svd_jvp)
 
@@ -634,7 +665,7 @@ def _svdvals_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return xp.real(d) if is_complex(d) else d
 
 
-@op.function(fwd=lambda xp, x: xp.linalg.svdvals(x), vjp=(_svdvals_vjp,), jvp=(_svdvals_jvp,), save=(0,))
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.linalg.svdvals(x), vjp=(_svdvals_vjp,), jvp=(_svdvals_jvp,), save=(0,))
 def svdvals(x: Array, /) -> Array:
     """Singular values (descending) of each matrix; gradient ``U diag(g) Vh``.
 
@@ -719,7 +750,7 @@ def _qr_jvp(xp: Any, t: Any, ans: Any, x: Any, *, mode: str = "reduced") -> Any:
 
 
 _qr = primitive("qr", lambda xp, x, *, mode="reduced": tuple(xp.linalg.qr(x, mode=mode)), save=(),
-                save_ans=True, multi=True, chapter=_C)
+                save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
 _qr.defvjp(_qr_vjp)
 _qr.defjvp(_qr_jvp)
 
@@ -770,7 +801,50 @@ def _pinv_fwd(xp: Any, x: Any, *, rtol: Any = None) -> Any:
     return xp.linalg.pinv(x, rtol=rtol)
 
 
-_pinv = primitive("pinv", _pinv_fwd, save=(0,), save_ans=True, chapter=_C)
+def _rtol_stack(prim: Primitive, x: Any, k: int, rtol: Any, rb: bool) -> tuple[Any, Any]:
+    """``x`` (batched, physical) and an array ``rtol`` (physical with ``k`` batch axes when
+    ``rb``, else the example's) at the same physical rank: ``rtol`` broadcasts against the
+    stack axes of ``x`` (all but the last two)."""
+    check_ndim(prim, x, k, 2)
+    rs = tuple(rtol.shape)
+    rn = len(rs) - k if rb else len(rs)
+    r = max(len(x.shape) - k - 2, rn)
+    x = pad(x, k, r + 2)
+    new = rs[:k] + (1,) * (r - rn) + rs[k:] if rb else (1,) * (k + r - rn) + rs
+    if new != rs:
+        rtol = array_api_compat.array_namespace(rtol).reshape(rtol, new)
+    xs = tuple(x.shape)
+    stack = tuple(a if b == 1 else b for a, b in zip(xs[:-2], new))  # (NumPy's pinv needs x at the full stack shape)
+    if stack != xs[:-2]:
+        x = _broadcast_to_p(x, shape=(*stack, *xs[-2:]))
+    return x, rtol
+
+
+def _rtol_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    x = xs[0]
+    rtol = kw.get("rtol")
+    if rtol is None or not is_array(rtol):
+        check_ndim(prim, x, k, 2)
+        return apply(prim, tuple(xs), kw)
+    if not bs[0]:  # (only called with a batched x from here)
+        x = _reshape_p(x, shape=(1,) * k + tuple(x.shape))
+    x, rtol = _rtol_stack(prim, x, k, rtol, False)
+    return apply(prim, (x,), {**kw, "rtol": rtol})
+
+
+def batched_rtol(prim: Primitive, x: Any, rtol: Batched, kw: dict[str, Any]) -> Any:
+    """``pinv``/``matrix_rank`` with a batched ``rtol`` (a keyword, so ``vmap_apply`` does not
+    see it): ``x`` and ``rtol`` lifted to the open levels, the physical call, the Batched result."""
+    st = STACK.get()
+    k = len(st)
+    xb = isinstance(x, Batched)
+    xphys = lift(x, st) if xb else _reshape_p(x, shape=(1,) * k + tuple(x.shape))
+    rphys = lift(rtol, st)
+    xphys, r = _rtol_stack(prim, xphys, k, rphys.detach().data, True)
+    return from_phys(apply(prim, (xphys,), {**kw, "rtol": r}), st)
+
+
+_pinv = primitive("pinv", _pinv_fwd, save=(0,), save_ans=True, chapter=_C, batch=_rtol_batch)
 _pinv.defvjp(_pinv_vjp)
 _pinv.defjvp(_pinv_jvp)
 
@@ -836,7 +910,7 @@ def _matrix_power_jvp(xp: Any, t: Any, ans: Any, x: Any, *, n: int) -> Any:
 
 
 # (view: NumPy's power 1 is the matrix itself)
-@op.function(fwd=lambda xp, x, *, n: xp.linalg.matrix_power(x, n), vjp=(_matrix_power_vjp,), jvp=(_matrix_power_jvp,),
+@op.function(batch=stacked_matrices, fwd=lambda xp, x, *, n: xp.linalg.matrix_power(x, n), vjp=(_matrix_power_vjp,), jvp=(_matrix_power_jvp,),
              params={"n": int}, save=(0,), view=True)
 def matrix_power(x: Array, n: int, /) -> Array:
     """``x`` raised to the integer power ``n`` (a negative ``n`` inverts first).
@@ -854,7 +928,7 @@ def _matrix_rank_fwd(xp: Any, x: Any, *, rtol: Any = None) -> Any:
     return xp.linalg.matrix_rank(x, rtol=rtol)
 
 
-_matrix_rank = primitive("matrix_rank", _matrix_rank_fwd, nondiff=True, chapter=_C)
+_matrix_rank = primitive("matrix_rank", _matrix_rank_fwd, nondiff=True, chapter=_C, batch=_rtol_batch)
 
 
 def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
@@ -880,7 +954,15 @@ def _cross_axis(axis: int, x1: Any, x2: Any) -> int:
     return axis if axis < 0 else axis - max(x1.ndim, x2.ndim)
 
 
-_cross = primitive("cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter=_C)
+def _cross_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    r = max(lndim(x, b, k) for x, b in zip(xs, bs))
+    axis = negative_axis(prim, kw.get("axis", -1), r)
+    ys = [to_rank(x, b, k, r) for x, b in zip(xs, bs)]
+    return apply(prim, tuple(ys), {**kw, "axis": axis})
+
+
+_cross = primitive("cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter=_C,
+                   batch=_cross_batch)
 _cross.defvjp(
     lambda xp, g, ans, x1, x2, *, axis=-1: xp.linalg.cross(conj(xp, x2), g, axis=axis),
     lambda xp, g, ans, x1, x2, *, axis=-1: xp.linalg.cross(g, conj(xp, x1), axis=axis),
@@ -902,7 +984,22 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     return apply(_cross, (x1, x2), {"axis": _cross_axis(axis, x1, x2)})
 
 
-@op.function(fwd=lambda xp, x1, x2: xp.linalg.outer(x1, x2),
+def _outer_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    """``x1`` as a column times ``x2`` (a row): a broadcast product."""
+    x1, x2 = xs
+    for i, (x, b) in enumerate(zip(xs, bs)):
+        n = lndim(x, b, k)
+        if n != 1:
+            msg = f"{prim.name}: expected 1-D arguments, got argument {i + 1} of dimension {n} (inside vmap)"
+            raise XpgradValueError(msg)
+    x1 = _reshape_p(x1, shape=(*x1.shape, 1))
+    if bs[1]:
+        s = tuple(x2.shape)
+        x2 = _reshape_p(x2, shape=(*s[:k], 1, *s[k:]))
+    return _multiply_p(x1, x2)
+
+
+@op.function(batch=_outer_batch, fwd=lambda xp, x1, x2: xp.linalg.outer(x1, x2),
              vjp=(lambda xp, g, ans, x1, x2: g @ conj(xp, x2), lambda xp, g, ans, x1, x2: conj(xp, x1) @ g),
              jvp=(lambda xp, t, ans, x1, x2: xp.linalg.outer(t, x2), lambda xp, t, ans, x1, x2: xp.linalg.outer(x1, t)),
              arrays=2)
@@ -929,7 +1026,7 @@ def _diagonal_vjp(xp: Any, g: Any, ans: Any, x: Any, *, offset: int = 0) -> Any:
     return (_col(xp, g) if offset >= 0 else _row(xp, g)) * band
 
 
-@op.function(fwd=lambda xp, x, *, offset=0: xp.linalg.diagonal(x, offset=offset), vjp=(_diagonal_vjp,),
+@op.function(batch=stacked_matrices, fwd=lambda xp, x, *, offset=0: xp.linalg.diagonal(x, offset=offset), vjp=(_diagonal_vjp,),
              jvp=(lambda xp, t, ans, x, *, offset=0: xp.linalg.diagonal(t, offset=offset),), save=(), view=True)
 def diagonal(x: Array, /, *, offset: int = 0) -> Array:
     """The ``offset``-th diagonal of each matrix (above the main one if positive).
@@ -949,7 +1046,7 @@ def _trace_vjp(xp: Any, g: Any, ans: Any, x: Any, *, offset: int = 0, dtype: Any
     return _col(xp, _col(xp, g)) * _eye(xp, g, x.shape[-2], x.shape[-1], k=offset)
 
 
-@op.function(fwd=_trace_fwd, vjp=(_trace_vjp,),
+@op.function(batch=stacked_matrices, fwd=_trace_fwd, vjp=(_trace_vjp,),
              jvp=(lambda xp, t, ans, x, *, offset=0, dtype=None: _trace_fwd(xp, t, offset=offset, dtype=dtype),), save=())
 def trace(x: Array, /, *, offset: int = 0, dtype: Any = None) -> Array:
     """The sum of the ``offset``-th diagonal of each matrix.
@@ -1030,7 +1127,7 @@ def _axis_param(axis: int | tuple[int, ...] | None) -> int | tuple[int, ...] | N
     return axis
 
 
-@op.function(fwd=_vector_norm_fwd, vjp=(_vector_norm_vjp,), jvp=(_vector_norm_jvp,), params={"axis": _axis_param},
+@op.function(batch=along_axes, fwd=_vector_norm_fwd, vjp=(_vector_norm_vjp,), jvp=(_vector_norm_jvp,), params={"axis": _axis_param},
              save=(0,), save_ans=True)
 def vector_norm(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False,
                 ord: float = 2) -> Array:  # noqa: A002 - the standard's name

@@ -4,16 +4,29 @@ Complex inputs follow PyTorch's convention: ``matmul``'s gradients are
 ``g @ conj(x2).mT`` and ``conj(x1).mT @ g``; ``vecdot`` conjugates its first
 argument, so its first gradient is ``conj(g) * x2``. Batch broadcasting is
 undone by the engine, which sums a gradient down to its argument's shape.
+
+Batching (the rule beside each function): ``matmul``'s is the one the transforms lean on
+most. A batch of matrix-vector products is one matrix-matrix product: when only one
+operand is batched and the other is a single matrix (or vector), the batch axes are
+folded into the batched operand's rows or columns, so the backend does one large product
+(BLAS ``gemm``) rather than a stack of small ones. Two batched vectors are a ``vecdot``.
+Otherwise the batch axes are stack axes, which ``matmul`` broadcasts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._exceptions import XpgradTypeError, XpgradValueError
+from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from ..autograd._batching_util import lndim, negative_axis, pad, pad_all, stacked_matrices
+from ..autograd._core import Primitive, apply
 from ._common import Array, conj, fresh
-from ._registry import Chapter
+from ._registry import Chapter, prim_of
+from .elementwise import multiply
+from .manipulation import moveaxis, permute_dims, reshape, squeeze
+from .statistical import sum as _sum
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
@@ -21,7 +34,7 @@ op = Chapter("linear_algebra", module=__name__)
 
 
 # ---------------------------------------------------------------- matrix_transpose
-@op.function(fwd=lambda xp, x: xp.matrix_transpose(x), vjp=(lambda xp, g, ans, x: xp.matrix_transpose(g),),
+@op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.matrix_transpose(x), vjp=(lambda xp, g, ans, x: xp.matrix_transpose(g),),
              jvp=(lambda xp, t, ans, x: xp.matrix_transpose(t),), save=(), view=True)
 def matrix_transpose(x: Array, /) -> Array:
     """Transpose the last two axes of ``x`` (a stack of matrices).
@@ -100,7 +113,71 @@ def _matmul_fwd(xp: Any, x1: Any, x2: Any) -> Any:
         raise
 
 
-@op.function(fwd=_matmul_fwd, vjp=(_matmul_vjp_x1, _matmul_vjp_x2),
+def _fold_right(prim: Primitive, a: Any, x: Any) -> Any:
+    """``a @ x`` for one matrix ``a`` (m, n) and a batched stack ``x`` (*lead, n, k): one product."""
+    s = tuple(x.shape)
+    lead, n, k = s[:-2], s[-2], s[-1]
+    cols = _reshape_p(_moveaxis_p(x, source=-2, destination=0), shape=(n, math.prod(lead) * k))
+    y = apply(prim, (a, cols), {})
+    m = next(iter(y.shape))
+    return _moveaxis_p(_reshape_p(y, shape=(m, *lead, k)), source=0, destination=-2)
+
+
+def _fold_left(prim: Primitive, x: Any, b: Any) -> Any:
+    """``x @ b`` for a batched stack ``x`` (*lead, m, n) and one matrix or vector ``b``: one product."""
+    s = tuple(x.shape)
+    lead, m, n = s[:-2], s[-2], s[-1]
+    y = apply(prim, (_reshape_p(x, shape=(math.prod(lead) * m, n)), b), {})
+    return _reshape_p(y, shape=(*lead, m, *tuple(y.shape)[1:]))
+
+
+def _matmul_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x1, x2 = xs
+    b1, b2 = bs
+    n1, n2 = lndim(x1, b1, K), lndim(x2, b2, K)
+    if n1 == 0 or n2 == 0:  # (the physical array of a batched 0-D example is 1-D: refuse it here)
+        msg = f"{prim.name}: operands must be at least 1-D, got {n1}-D and {n2}-D arrays (inside vmap)"
+        raise XpgradValueError(msg)
+    if b1 and b2 and n1 == 1 and n2 == 1:  # a batch of dot products
+        return _sum_p(_multiply_p(x1, x2), axis=-1)
+    if b2 and not b1 and n1 <= 2 and n2 >= 2:
+        a = x1 if n1 == 2 else _reshape_p(x1, shape=(1, *tuple(x1.shape)))
+        y = _fold_right(prim, a, x2)
+        return y if n1 == 2 else _squeeze_p(y, axis=-2)
+    if b1 and not b2 and n2 <= 2 and n1 >= 2:
+        return _fold_left(prim, x1, x2)
+    # batched 1-D operands become a row (x1) or a column (x2), dropped after
+    sq1 = sq2 = False
+    if b1 and n1 == 1:
+        s = tuple(x1.shape)
+        x1 = _reshape_p(x1, shape=(*s[:K], 1, *s[K:]))
+        sq1 = True
+    if b2 and n2 == 1:
+        x2 = _reshape_p(x2, shape=(*tuple(x2.shape), 1))
+        sq2 = True
+    if b2 and not b1 and n1 <= 2:  # (a vector x2 made a column: still one product)
+        a = x1 if n1 == 2 else _reshape_p(x1, shape=(1, *tuple(x1.shape)))
+        y = _fold_right(prim, a, x2)
+        s = tuple(y.shape)
+        return _reshape_p(y, shape=s[:-2] + ((s[-2],) if n1 == 2 else ()))
+    if b1 and not b2 and n2 <= 2:  # (a vector x1 made a row)
+        y = _fold_left(prim, x1, x2)
+        s = tuple(y.shape)
+        return _reshape_p(y, shape=s[:-2] + s[-1:] if n2 == 2 else s[:-1])
+    r = max(max(lndim(x1, b1, K), 2), max(lndim(x2, b2, K), 2))
+    if b1:
+        x1 = pad(x1, K, r)
+    if b2:
+        x2 = pad(x2, K, r)
+    out = apply(prim, (x1, x2), kw)
+    if sq1 or sq2:
+        s = tuple(out.shape)
+        s = s[:-2] if sq1 and sq2 else (s[:-2] + s[-1:] if sq1 else s[:-1])
+        out = _reshape_p(out, shape=s)
+    return out
+
+
+@op.function(batch=_matmul_batch, fwd=_matmul_fwd, vjp=(_matmul_vjp_x1, _matmul_vjp_x2),
              jvp=(lambda xp, t, ans, x1, x2: xp.matmul(t, x2), lambda xp, t, ans, x1, x2: xp.matmul(x1, t)), arrays=2)
 def matmul(x1: Array, x2: Array, /) -> Array:
     """Matrix product, with NumPy's rules for 1-D operands and broadcasting of batch axes.
@@ -190,7 +267,74 @@ def _axes_param(axes: int | tuple[Sequence[int], Sequence[int]]) -> int | tuple[
     return axes
 
 
-@op.function(fwd=_tensordot_fwd, vjp=(_tensordot_vjp_x1, _tensordot_vjp_x2),
+def _tensordot_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    """One batched operand: its batch axes are free axes (moved to the front after, for ``x2``).
+    Both batched: contracted axes moved last (``x1``) or first (``x2``), flattened, and one
+    batched ``matmul`` (its batch broadcasting handles the size-1 batch axes)."""
+    x1, x2 = xs
+    b1, b2 = bs
+    n1, n2 = lndim(x1, b1, k), lndim(x2, b2, k)
+    axes = kw.get("axes", 2)
+    if isinstance(axes, int):
+        if not 0 <= axes <= min(n1, n2):
+            msg = f"{prim.name}: axes={axes} is out of range for arrays of dimensions {n1} and {n2}"
+            raise XpgradValueError(msg)
+    else:
+        a1, a2 = axes
+        a1 = [a1] if isinstance(a1, int) else list(a1)
+        a2 = [a2] if isinstance(a2, int) else list(a2)
+        if len(a1) != len(a2):
+            msg = f"{prim.name}: axes must pair as many axes of x1 as of x2, got {axes!r}"
+            raise XpgradValueError(msg)
+        for a, n in [*((a, n1) for a in a1), *((a, n2) for a in a2)]:
+            if not -n <= a < n:
+                msg = f"{prim.name}: axis {a} of axes={axes!r} is out of bounds for an array of dimension {n}"
+                raise XpgradIndexError(msg)
+        axes = (a1, a2)
+    c1, c2 = _contracted(axes, n1, n2)
+    if not (b1 and b2):
+        if b1:  # (the last axes of x1 stay its last: an int stays as it is)
+            ax1: Any = axes if isinstance(axes, int) else ([c + k for c in c1], c2)
+            return apply(prim, (x1, x2), {**kw, "axes": ax1})
+        ax2: Any = (c1, [c + k for c in c2]) if c1 else 0
+        out = apply(prim, (x1, x2), {**kw, "axes": ax2})
+        f1 = n1 - len(c1)  # (x1's free axes lead: the batch axes of x2 follow them)
+        if f1 == 0:
+            return out
+        perm = (*range(f1, f1 + k), *range(f1), *range(f1 + k, len(out.shape)))
+        return _permute_dims_p(out, axes=perm)
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    free1 = [i for i in range(n1) if i not in c1]
+    free2 = [i for i in range(n2) if i not in c2]
+    bat = tuple(range(k))
+    p1 = (*bat, *(k + i for i in free1), *(k + i for i in c1))
+    p2 = (*bat, *(k + i for i in c2), *(k + i for i in free2))
+    if p1 != tuple(range(len(s1))):
+        x1 = _permute_dims_p(x1, axes=p1)
+    if p2 != tuple(range(len(s2))):
+        x2 = _permute_dims_p(x2, axes=p2)
+    fs1 = tuple(int(s1[k + i]) for i in free1)
+    fs2 = tuple(int(s2[k + i]) for i in free2)
+    cs = tuple(int(s1[k + i]) for i in c1)
+    for i, j in zip(c1, c2):
+        if s1[k + i] != s2[k + j]:
+            msg = (f"{prim.name}: contracted axes {i} of x1 (length {s1[k + i]}) and {j} of x2 "
+                   f"(length {s2[k + j]}) differ")
+            raise XpgradValueError(msg)
+    m1 = _reshape_p(x1, shape=(*s1[:k], _size(fs1), _size(cs)))
+    m2 = _reshape_p(x2, shape=(*s2[:k], _size(cs), _size(fs2)))
+    out = _matmul_p(m1, m2)
+    return _reshape_p(out, shape=tuple(out.shape)[:k] + fs1 + fs2)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@op.function(batch=_tensordot_batch, fwd=_tensordot_fwd, vjp=(_tensordot_vjp_x1, _tensordot_vjp_x2),
              jvp=(lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, t, x2, axes=axes),
                   lambda xp, t, ans, x1, x2, *, axes=2: _tensordot_fwd(xp, x1, t, axes=axes)),
              arrays=2, params={"axes": _axes_param})
@@ -232,8 +376,13 @@ def _vecdot_fwd(xp: Any, x1: Any, x2: Any, *, axis: int = -1) -> Any:
         raise
 
 
+def _vecdot_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:
+    ys, r = pad_all(xs, bs, k)
+    return apply(prim, tuple(ys), {**kw, "axis": negative_axis(prim, kw.get("axis", -1), r)})
+
+
 # vecdot conjugates x1, so x1's tangent enters conjugated: the real directional derivative
-@op.function(fwd=_vecdot_fwd, vjp=(_vecdot_vjp_x1, _vecdot_vjp_x2),
+@op.function(batch=_vecdot_batch, fwd=_vecdot_fwd, vjp=(_vecdot_vjp_x1, _vecdot_vjp_x2),
              jvp=(lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(t, x2, axis=axis),
                   lambda xp, t, ans, x1, x2, *, axis=-1: xp.vecdot(x1, t, axis=axis)),
              arrays=2)
@@ -246,5 +395,8 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         Tensor(11., dtype=float64, device=cpu)
     """
 
+
+_reshape_p, _moveaxis_p, _permute_dims_p, _squeeze_p = prim_of(reshape), prim_of(moveaxis), prim_of(permute_dims), prim_of(squeeze)
+_sum_p, _multiply_p, _matmul_p = prim_of(_sum), prim_of(multiply), prim_of(matmul)
 
 op.check_all(__all__)

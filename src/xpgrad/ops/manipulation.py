@@ -8,8 +8,16 @@ and share one ``rest`` rule; multi-output ones (``unstack``, ``broadcast_arrays`
 get a tuple of upstream gradients with None for outputs that received none.
 Each function is a registry entry (``@op.function``, see `xpgrad.ops._registry`)
 but ``broadcast_arrays`` (a boolean or integer array among them is broadcast alone)
-and ``broadcast_shapes`` (on shape tuples); their batching rules are in
-``xpgrad._vmap_rules.manipulation``. Also here: the ``to_device`` primitive behind [`xpgrad.Tensor.to_device`][xpgrad.autograd.Tensor.to_device].
+and ``broadcast_shapes`` (on shape tuples).
+
+Batching rules, beside each function: shapes and axes gain the batch axes in front.
+Functions of the flattened example (``roll``, ``concat`` and ``repeat`` with ``axis=None``)
+flatten each example instead: the physical value becomes ``(batch..., -1)`` and the
+function acts along axis ``K``. Joins (``concat``, ``stack``) need every argument with
+full-size batch axes (``_batching_util.full``); functions that broadcast (``tile``,
+``broadcast_arrays``) pad the example's axes as their unbatched call would.
+
+Also here: the ``to_device`` primitive behind [`xpgrad.Tensor.to_device`][xpgrad.autograd.Tensor.to_device].
 """
 
 from __future__ import annotations
@@ -23,9 +31,12 @@ import array_api_compat
 
 from .._dispatch import _raw
 from .._dtypes import is_float
-from .._exceptions import XpgradTypeError, XpgradValueError
+from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
+from ..autograd._batched import shift_axes, shift_axis
+from ..autograd._batching_util import along_axes, full, lndim, pad, pad_all, pointwise
+from ..autograd._core import Primitive
 from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
-from ._registry import Chapter
+from ._registry import Chapter, prim_of
 from .indexing import scatter_add, source_index
 
 __all__ = [
@@ -83,7 +94,13 @@ def _reshaped(xp: Any, x: Any, shape: tuple[int, ...], copy: bool | None = None)
 
 # ---------------------------------------------------------------- broadcasting
 # (the VJP: the engine sums the broadcast axes)
-@op.function(fwd=lambda xp, x, *, shape: xp.broadcast_to(x, shape), vjp=(lambda xp, g, ans, x, **kw: g,), jvp="linear",
+def _broadcast_to_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    shape = tuple(kw["shape"])
+    x = pad(xs[0], K, len(shape))
+    return apply(prim, (x,), {**kw, "shape": tuple(x.shape)[:K] + shape})
+
+
+@op.function(batch=_broadcast_to_batch, fwd=lambda xp, x, *, shape: xp.broadcast_to(x, shape), vjp=(lambda xp, g, ans, x, **kw: g,), jvp="linear",
              params={"shape": tuple}, save=(), view=True)
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
     """Broadcast ``x`` to ``shape``.
@@ -96,8 +113,16 @@ def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
     """
 
 
+def _broadcast_arrays_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """Batched arguments padded to the largest rank: the batch axes then broadcast among themselves
+    and the example's axes as the unbatched call would."""
+    ys, _ = pad_all(xs, bs, K)
+    return apply(prim, tuple(ys), kw)
+
+
 _broadcast_arrays = primitive(
-    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, view=True, chapter=_C
+    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, view=True, chapter=_C,
+    batch=_broadcast_arrays_batch,
 )
 _broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
 _broadcast_arrays.defjvp(rest=joint_linear_jvp(_broadcast_arrays))
@@ -167,7 +192,15 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return shape if type(shape) is tuple else _check_reshape((None,), shape)
 
 
-@op.function(fwd=_reshape_fwd, vjp=(_reshape_back,), jvp="linear", params={"shape": _shape}, save=(), view=True)
+def _reshape_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x = xs[0]
+    shape = kw["shape"]
+    if isinstance(shape, int):
+        shape = (shape,)
+    return apply(prim, xs, {**kw, "shape": tuple(x.shape)[:K] + tuple(shape)})
+
+
+@op.function(batch=_reshape_batch, fwd=_reshape_fwd, vjp=(_reshape_back,), jvp="linear", params={"shape": _shape}, save=(), view=True)
 def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Array:
     """Give ``x`` a new shape (one size may be -1) without changing its data.
 
@@ -177,6 +210,9 @@ def reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) ->
         Tensor([[1., 2.],
                 [3., 4.]], dtype=float64, device=cpu)
     """
+
+
+_reshape_p = prim_of(reshape)
 
 
 def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
@@ -208,7 +244,21 @@ def _check_reshape(xshape: tuple[Any, ...], shape: Any) -> tuple[int, ...]:
     return new
 
 
-@op.function(fwd=lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), vjp=(_reshape_back,), jvp="linear", save=(), view=True)
+def _expand_dims_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x = xs[0]
+    axis = kw["axis"]
+    n = len(x.shape) - K
+    new: Any
+    if isinstance(axis, (tuple, list)):
+        m = n + len(axis)
+        new = tuple(shift_axis(prim.name, a, m, K) for a in axis)
+    else:
+        new = shift_axis(prim.name, axis, n + 1, K)
+    return apply(prim, xs, {**kw, "axis": new})
+
+
+@op.function(batch=_expand_dims_batch, fwd=lambda xp, x, *, axis: xp.expand_dims(x, axis=axis), vjp=(_reshape_back,),
+             jvp="linear", save=(), view=True)
 def expand_dims(x: Array, /, axis: int) -> Array:
     """Insert an axis of size one at position ``axis``.
 
@@ -219,7 +269,12 @@ def expand_dims(x: Array, /, axis: int) -> Array:
     """
 
 
-@op.function(fwd=lambda xp, x, *, axis: xp.squeeze(x, axis=axis), vjp=(_reshape_back,), jvp="linear", save=(), view=True)
+def _squeeze_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    n = len(xs[0].shape) - K
+    return apply(prim, xs, {**kw, "axis": shift_axes(prim.name, kw["axis"], n, K)})
+
+
+@op.function(batch=_squeeze_batch, fwd=lambda xp, x, *, axis: xp.squeeze(x, axis=axis), vjp=(_reshape_back,), jvp="linear", save=(), view=True)
 def squeeze(x: Array, /, axis: int | tuple[int, ...]) -> Array:
     """Remove the axes ``axis``, each of size one.
 
@@ -239,7 +294,16 @@ def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-@op.function(fwd=lambda xp, x, *, axes: xp.permute_dims(x, axes),
+def _permute_dims_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    n = len(xs[0].shape) - K
+    axes = tuple(kw["axes"])
+    if len(axes) != n:
+        msg = f"{prim.name}: axes {axes} do not match an array of dimension {n}"
+        raise XpgradIndexError(msg)
+    return apply(prim, xs, {**kw, "axes": tuple(range(K)) + tuple(shift_axis(prim.name, a, n, K) for a in axes)})
+
+
+@op.function(batch=_permute_dims_batch, fwd=lambda xp, x, *, axes: xp.permute_dims(x, axes),
              vjp=(lambda xp, g, ans, x, *, axes: xp.permute_dims(g, _inverse_perm(axes)),), jvp="linear",
              params={"axes": tuple}, save=(), view=True)
 def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
@@ -253,7 +317,14 @@ def permute_dims(x: Array, /, axes: tuple[int, ...]) -> Array:
     """
 
 
-@op.function(fwd=lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
+def _moveaxis_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    n = len(xs[0].shape) - K
+    src, dst = kw["source"], kw["destination"]
+    return apply(prim, xs, {**kw, "source": shift_axes(prim.name, src, n, K),
+                            "destination": shift_axes(prim.name, dst, n, K)})
+
+
+@op.function(batch=_moveaxis_batch, fwd=lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
              vjp=(lambda xp, g, ans, x, *, source, destination: xp.moveaxis(g, destination, source),), jvp="linear",
              save=(), view=True)
 def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[int, ...], /) -> Array:
@@ -266,7 +337,8 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
     """
 
 
-@op.function(fwd=lambda xp, x, *, axis=None: xp.flip(x, axis=axis), vjp=(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis),),
+@op.function(batch=along_axes, fwd=lambda xp, x, *, axis=None: xp.flip(x, axis=axis),
+             vjp=(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis),),
              jvp="linear", save=(), view=True)
 def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
     """Reverse the order of the elements along ``axis`` (all axes by default).
@@ -287,7 +359,25 @@ def _shift(shift: int | Sequence[int]) -> int | tuple[int, ...]:
     return shift if isinstance(shift, int) else tuple(shift)
 
 
-@op.function(fwd=lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis),
+def _flat(x: Any, K: int) -> Any:
+    """Physical ``x`` with each example flattened: shape ``(batch..., -1)``."""
+    s = tuple(x.shape)
+    if len(s) == K + 1:
+        return x
+    return _reshape_p(x, shape=(*s[:K], -1))
+
+
+def _roll_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x = xs[0]
+    s = tuple(x.shape)
+    axis = kw.get("axis")
+    if axis is None:  # the flattened example rolls, then takes its shape back
+        out = apply(prim, (_flat(x, K),), {**kw, "axis": K})
+        return _reshape_p(out, shape=s) if len(s) != K + 1 else out
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axes(prim.name, axis, len(s) - K, K)})
+
+
+@op.function(batch=_roll_batch, fwd=lambda xp, x, *, shift, axis=None: xp.roll(x, shift, axis=axis),
              vjp=(lambda xp, g, ans, x, *, shift, axis=None: xp.roll(g, _neg_shift(shift), axis=axis),), jvp="linear",
              params={"shift": _shift}, save=())
 def roll(x: Array, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ...] | None = None) -> Array:
@@ -319,7 +409,16 @@ def _concat_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, axis: int | None = 
 
 
 # (view: Dask's concat of one non-empty array and empty ones is that array itself)
-@op.function(fwd=lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), vjp_rest=_concat_vjp, jvp="joint_linear", arrays="seq",
+def _concat_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    ys = full(xs, bs, K)
+    axis = kw.get("axis", 0)
+    if axis is None:  # each example's arrays flattened, then joined
+        return apply(prim, tuple(_flat(y, K) for y in ys), {**kw, "axis": K})
+    n = lndim(xs[bs.index(True)], True, K)
+    return apply(prim, tuple(ys), {**kw, "axis": shift_axis(prim.name, axis, n, K)})
+
+
+@op.function(batch=_concat_batch, fwd=lambda xp, *xs, axis=0: xp.concat(xs, axis=axis), vjp_rest=_concat_vjp, jvp="joint_linear", arrays="seq",
              save=(), view=True)
 def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) -> Array:
     """Join the arrays along an existing axis (after flattening them when ``axis`` is None).
@@ -331,7 +430,13 @@ def concat(arrays: tuple[Array, ...] | list[Array], /, *, axis: int | None = 0) 
     """
 
 
-@op.function(fwd=lambda xp, *xs, axis=0: xp.stack(xs, axis=axis),
+def _stack_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    ys = full(xs, bs, K)
+    n = lndim(xs[bs.index(True)], True, K)
+    return apply(prim, tuple(ys), {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n + 1, K)})
+
+
+@op.function(batch=_stack_batch, fwd=lambda xp, *xs, axis=0: xp.stack(xs, axis=axis),
              vjp_rest=lambda xp, g, ans, i, *xs, axis=0: g[_along(_ax(axis, g.ndim), i)], jvp="joint_linear", arrays="seq",
              save=())
 def stack(arrays: tuple[Array, ...] | list[Array], /, *, axis: int = 0) -> Array:
@@ -354,7 +459,12 @@ def _unstack_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int = 0) -> Any:
     return xp.stack(gs, axis=axis)
 
 
-@op.function(fwd=lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), vjp=(_unstack_vjp,), jvp="linear", save=(),
+def _unstack_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    n = len(xs[0].shape) - K
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axis(prim.name, kw.get("axis", 0), n, K)})
+
+
+@op.function(batch=_unstack_batch, fwd=lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)), vjp=(_unstack_vjp,), jvp="linear", save=(),
              multi=True, view=True)
 def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
     """Split ``x`` along ``axis`` into a tuple of arrays with that axis removed.
@@ -394,7 +504,21 @@ def _repeat_fwd(xp: Any, x: Any, repeats: Any, *, axis: int | None = None) -> An
 
 
 # (view: one repetition is the input itself on Dask, as a tile by ones is; the integer counts: no gradient)
-@op.function(fwd=_repeat_fwd, vjp=(_repeat_vjp, None), jvp="linear", arrays=2, save=(1,), view=True)
+def _repeat_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x, repeats = xs
+    if bs[1]:
+        msg = (
+            f"{prim.name}: cannot be used with repeats batched by vmap: the output's length would depend on "
+            "each example's counts (a data-dependent shape); pass the counts unbatched (in_axes=None) or as an int"
+        )
+        raise XpgradValueError(msg)
+    axis = kw.get("axis")
+    if axis is None:
+        return apply(prim, (_flat(x, K), repeats), {**kw, "axis": K})
+    return apply(prim, tuple(xs), {**kw, "axis": shift_axis(prim.name, axis, len(x.shape) - K, K)})
+
+
+@op.function(batch=_repeat_batch, fwd=_repeat_fwd, vjp=(_repeat_vjp, None), jvp="linear", arrays=2, save=(1,), view=True)
 def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Array:
     """Repeat each element ``repeats`` times (an int, or one count per element) along ``axis``.
 
@@ -422,7 +546,15 @@ def _tile_vjp(xp: Any, g: Any, ans: Any, x: Any, *, repetitions: tuple[int, ...]
     return xp.reshape(total, shape)
 
 
-@op.function(fwd=lambda xp, x, *, repetitions: xp.tile(x, repetitions), vjp=(_tile_vjp,), jvp="linear",
+def _tile_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """The example padded to ``max(rank, len(repetitions))`` axes (as tile does), batch axes tiled once."""
+    reps = tuple(kw["repetitions"])
+    d = max(len(xs[0].shape) - K, len(reps))
+    x = pad(xs[0], K, d)
+    return apply(prim, (x,), {**kw, "repetitions": (1,) * (K + d - len(reps)) + reps})
+
+
+@op.function(batch=_tile_batch, fwd=lambda xp, x, *, repetitions: xp.tile(x, repetitions), vjp=(_tile_vjp,), jvp="linear",
              params={"repetitions": tuple}, save=(), view=True)
 def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
     """Repeat the whole array ``repetitions[i]`` times along each axis i.
@@ -447,6 +579,7 @@ _to_device = primitive(
     lambda xp, x, *, device, stream=None, source=None: array_api_compat.to_device(x, device, stream=stream),
     save=(),
     chapter="array_object",
+    batch=pointwise,
 )
 _to_device.defvjp(_to_device_vjp)
 _to_device.defjvp(linear_jvp(_to_device))

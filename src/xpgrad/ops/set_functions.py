@@ -7,14 +7,24 @@ over them, and PyTorch (``torch.unique``) and JAX (``jnp.unique``) give none
 either. So the outputs are constants; select with indices from
 ``unique_inverse`` or ``unique_all`` (``take``) to differentiate through them.
 The ``unique_*`` results are named tuples with the standard's field names.
+
+Batching: ``isin`` with a batched ``x2`` compares each element of ``x1`` with every
+element of its example's ``x2`` (one more axis, reduced with ``any``); with an unbatched
+``x2`` it is pointwise in ``x1``. The ``unique_*`` functions cannot be batched: their
+output's shape depends on the data (``data_dependent_shape``).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..autograd._batching_util import with_new_last_axis
+from ..autograd._core import Primitive
 from ._common import Array, apply, primitive
-from ._registry import Chapter
+from ._registry import Chapter, prim_of
+from .elementwise import equal, logical_not
+from .manipulation import reshape
+from .utility import any as _any
 
 # the result types stay out of ``__all__``: the namespace holds exactly the standard's names
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
@@ -53,14 +63,33 @@ def _isin_fwd(xp: Any, x1: Any, x2: Any, *, invert: bool) -> Any:
     return xp.logical_not(out) if invert else out
 
 
-_unique_all = primitive("unique_all", lambda xp, x: tuple(xp.unique_all(x)), nondiff=True, multi=True, chapter=_C)
-_unique_counts = primitive("unique_counts", lambda xp, x: tuple(xp.unique_counts(x)), nondiff=True, multi=True,
-                           chapter=_C)
-_unique_inverse = primitive("unique_inverse", lambda xp, x: tuple(xp.unique_inverse(x)), nondiff=True,
-                            multi=True, chapter=_C)
+_reshape_p, _any_p, _equal_p, _not_p = prim_of(reshape), prim_of(_any), prim_of(equal), prim_of(logical_not)
 
 
-@op.function(fwd=_isin_fwd, arrays=2, nondiff=True)
+def _isin_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x1, x2 = xs
+    if not bs[1]:
+        return apply(prim, tuple(xs), kw)
+    s2 = tuple(x2.shape)
+    a, r = with_new_last_axis(x1, bs[0], K)
+    b = _reshape_p(x2, shape=s2[:K] + (1,) * r + (-1,))
+    out = _any_p(_equal_p(a, b), axis=-1)
+    return _not_p(out) if kw.get("invert") else out
+
+
+#: the facts of the unique_* functions: their output's shape depends on the data
+_UNIQUE: dict[str, Any] = {"nondiff": True, "data_dependent_shape": True, "unbatchable": (
+    "the number of unique values differs from example to example, so the result's shape would depend on "
+    "the data; call it outside the vmapped function, or compare with xg.isin or == instead"
+)}
+_unique_all = primitive("unique_all", lambda xp, x: tuple(xp.unique_all(x)), multi=True, chapter=_C, **_UNIQUE)
+_unique_counts = primitive("unique_counts", lambda xp, x: tuple(xp.unique_counts(x)), multi=True, chapter=_C,
+                           **_UNIQUE)
+_unique_inverse = primitive("unique_inverse", lambda xp, x: tuple(xp.unique_inverse(x)), multi=True, chapter=_C,
+                            **_UNIQUE)
+
+
+@op.function(fwd=_isin_fwd, arrays=2, nondiff=True, batch=_isin_batch)
 def isin(x1: Array | int, x2: Array | int, /, *, invert: bool = False) -> Array:
     """Whether each element of ``x1`` occurs in ``x2`` (negated with ``invert``). Not differentiable.
 
@@ -110,7 +139,7 @@ def unique_inverse(x: Array, /) -> UniqueInverseResult:
 
 
 # floating output, but no gradient: see the module docstring (as torch.unique and jnp.unique)
-@op.function(fwd=lambda xp, x: xp.unique_values(x), nondiff=True)
+@op.function(fwd=lambda xp, x: xp.unique_values(x), **_UNIQUE)
 def unique_values(x: Array, /) -> Array:
     """Sorted unique values of ``x``.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._dtypes import is_float
+from ..autograd._batching_util import along_axis
 from ._common import Array, Tensor, apply, primitive
 from ._registry import Chapter
 from .indexing import _take_along_axis_fwd as _take_along
@@ -44,13 +45,14 @@ def _sort_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, descending: bool)
 
 
 # outputs (sorted values, permutation); the permutation is what the VJP needs
-_sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C)
+_sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C, batch=along_axis)
 _sort.defvjp(_sort_vjp)
 # forward mode: the tangent in sorted order (the permutation's tangent is none)
 _sort.defjvp(_sort_jvp)
 
 # integer and boolean inputs have no gradient: the backend's own sort (torch cannot gather uint16)
-_sort_values = primitive("sort.values", lambda xp, x, **kw: xp.sort(x, **kw), nondiff=True, chapter="internal")
+_sort_values = primitive("sort.values", lambda xp, x, **kw: xp.sort(x, **kw), nondiff=True, chapter="internal",
+                         batch=along_axis)
 
 
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
@@ -72,7 +74,7 @@ def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool 
     return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True)
+@op.function(fwd=lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, batch=along_axis)
 def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
     """Indices that sort ``x`` along ``axis``. Not differentiable (integer output).
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._dtypes import to_backend
 from .._exceptions import XpgradValueError
+from ..autograd._batching_util import along_axes, along_axis, pointwise
 from ._common import (
     Array,
     apply,
@@ -78,7 +79,7 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
 
 
 # (check_dtype: sum, prod and the cumulative ones take dtype=, and an integer one is a constant)
-@op.function(fwd=_sum_fwd, vjp=(_sum_vjp,), jvp="linear", save=(), check_dtype=True)
+@op.function(batch=along_axes, fwd=_sum_fwd, vjp=(_sum_vjp,), jvp="linear", save=(), check_dtype=True)
 def sum(  # noqa: A001 - the standard's name
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
 ) -> Array:
@@ -96,7 +97,7 @@ def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: 
     return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.mean(x, **kw), vjp=(_mean_vjp,), jvp="linear", save=())
+@op.function(batch=along_axes, fwd=lambda xp, x, **kw: xp.mean(x, **kw), vjp=(_mean_vjp,), jvp="linear", save=())
 def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
     """Arithmetic mean over ``axis`` (all axes by default).
 
@@ -141,7 +142,7 @@ def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any
     return g * conj(xp, d)
 
 
-@op.function(fwd=_prod_fwd, vjp=(_prod_vjp,), jvp=(reduction_jvp(_prod_vjp),), save=(0,), check_dtype=True)
+@op.function(batch=along_axes, fwd=_prod_fwd, vjp=(_prod_vjp,), jvp=(reduction_jvp(_prod_vjp),), save=(0,), check_dtype=True)
 def prod(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
 ) -> Array:
@@ -190,7 +191,7 @@ def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction:
     return xp.where(centered == 0, math.nan, times_inf(xp, g))
 
 
-@op.function(fwd=_var_fwd, vjp=(_var_vjp,), jvp=(reduction_jvp(_var_vjp),), save=(0,))
+@op.function(batch=along_axes, fwd=_var_fwd, vjp=(_var_vjp,), jvp=(reduction_jvp(_var_vjp),), save=(0,))
 def var(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
 ) -> Array:
@@ -218,7 +219,7 @@ def _std_root_vjp(xp: Any, g: Any, ans: Any, v: Any) -> Any:
     return xp.where(ok, d, xp.where(zero, 0.0, xp.full_like(d, math.nan)))
 
 
-_std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C)
+_std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C, batch=pointwise)
 _std_root.defvjp(_std_root_vjp)
 defjvp_from_vjp(_std_root)
 
@@ -243,7 +244,7 @@ def _extremum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdi
     return xp.where(nan, math.nan, xp.where(hit, g / xp.where(nan, 1.0, count), 0.0))
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.max(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
+@op.function(batch=along_axes, fwd=lambda xp, x, **kw: xp.max(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
              save_ans=True)
 def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Largest element over ``axis`` (all axes by default).
@@ -260,7 +261,7 @@ def max(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: boo
     """
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.min(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
+@op.function(batch=along_axes, fwd=lambda xp, x, **kw: xp.min(x, **kw), vjp=(_extremum_vjp,), jvp=(reduction_jvp(_extremum_vjp),), save=(0,),
              save_ans=True)
 def min(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Smallest element over ``axis`` (all axes by default).
@@ -296,7 +297,7 @@ def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = No
     return _revcumsum(xp, g, axis)
 
 
-_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), check_dtype=True, chapter=_C)
+_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), check_dtype=True, chapter=_C, batch=along_axis)
 _cumsum.defvjp(_cumsum_vjp)
 _cumsum.defjvp(linear_jvp(_cumsum))
 
@@ -361,7 +362,8 @@ def _cumprod_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, dtype: Any = N
     return xp.concat(dys, axis=axis) if dys else xp.zeros_like(ans)
 
 
-_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, check_dtype=True, chapter=_C)
+_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, check_dtype=True, chapter=_C,
+                     batch=along_axis)
 _cumprod.defvjp(_cumprod_vjp)
 _cumprod.defjvp(_cumprod_jvp)
 

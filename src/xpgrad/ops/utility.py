@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..autograd._batched import shift_axis
+from ..autograd._batching_util import along_axes, full
+from ..autograd._core import Primitive
 from ._common import Array, apply, joint_linear_jvp, primitive, zeros_like_shape
 from ._registry import Chapter
 
@@ -66,7 +69,14 @@ def _diff_part(xp: Any, g: Any, i: int, x: Any, *ends: Any, axis: int, n: int, p
     return full[(slice(None),) * ax + (slice(lo, hi), ...)]
 
 
-_diff = primitive("diff", _diff_fwd, save=(), chapter=_C)
+def _diff_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """``prepend``/``append`` are joined to ``x`` along ``axis``, so all need every batch axis."""
+    ys = full(xs, bs, K) if len(xs) > 1 else xs
+    n = len(ys[0].shape) - K
+    return apply(prim, ys, {**kw, "axis": shift_axis(prim.name, kw["axis"], n, K)})
+
+
+_diff = primitive("diff", _diff_fwd, save=(), chapter=_C, batch=_diff_batch)
 _diff.defvjp(
     lambda xp, g, ans, *args, **kw: _diff_part(xp, g, 0, *args, **kw),
     rest=lambda xp, g, ans, i, *args, **kw: _diff_part(xp, g, i, *args, **kw),
@@ -74,7 +84,7 @@ _diff.defvjp(
 _diff.defjvp(rest=joint_linear_jvp(_diff))  # linear in x, prepend and append together
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.all(x, **kw), nondiff=True)
+@op.function(fwd=lambda xp, x, **kw: xp.all(x, **kw), nondiff=True, batch=along_axes)
 def all(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Whether every element over ``axis`` is true (nonzero). Not differentiable.
 
@@ -85,7 +95,7 @@ def all(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: boo
     """
 
 
-@op.function(fwd=lambda xp, x, **kw: xp.any(x, **kw), nondiff=True)
+@op.function(fwd=lambda xp, x, **kw: xp.any(x, **kw), nondiff=True, batch=along_axes)
 def any(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
     """Whether some element over ``axis`` is true (nonzero). Not differentiable.
 

@@ -28,7 +28,8 @@ from ..autograd._batched import Batched, from_phys
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, primitive, scale
 from ..special import erf, expit
-from ._checks import check_dtype, check_float, check_indices
+from ._checks import _floating, check_dtype, check_float, check_indices
+from ._checks import _name as _dtype_text_of
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
 from .normalization import batch_norm, group_norm
 
@@ -728,6 +729,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         msg = (f"{func}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), "
                f"got {qs}, {ks} and {vs}")
         raise XpgradValueError(msg)
+    _check_attention_dtypes(func, query, key, value, attn_mask)
     if enable_gqa and len(qs) >= 3 and ks[-3] != qs[-3]:
         if ks[-3] != vs[-3] or qs[-3] % ks[-3]:
             msg = f"{func}: with enable_gqa the query heads ({qs[-3]}) must be a multiple of the key heads ({ks[-3]})"
@@ -750,6 +752,31 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return xg.matmul(weights, value)
+
+
+def _check_attention_dtypes(func: str, query: Any, key: Any, value: Any, attn_mask: Any) -> None:
+    """As torch: query, key and value of one floating dtype (nothing promotes); a mask boolean, float32 or of that dtype."""
+    found = [_dtype_text(getattr(_raw(a), "dtype", None)) for a in (query, key, value)]
+    names = [n for n in found if n is not None]
+    if len(names) != 3:
+        return  # (a list: the shape check said it already, or the backend will)
+    if len(set(names)) != 1:
+        msg = (f"{func}: query, key and value must have the same dtype (nothing is promoted), got query {names[0]}, "
+               f"key {names[1]} and value {names[2]}; convert them first, e.g. xg.astype(key, xg.{names[0]})")
+        raise XpgradTypeError(msg)
+    if not _floating(names[0]):
+        msg = f"{func}: query, key and value must be floating, got dtype {names[0]}; convert them (xg.astype(query, xg.float32))"
+        raise XpgradTypeError(msg)
+    if attn_mask is not None and not _is_bool(attn_mask):
+        mname = _dtype_text(getattr(_raw(attn_mask), "dtype", None))
+        if mname is not None and mname not in (names[0], "float32"):  # (torch takes float32 masks too)
+            msg = (f"{func}: attn_mask must be boolean, float32 or of the query's dtype {names[0]}, got dtype {mname}; "
+                   f"convert it (xg.astype(attn_mask, xg.{names[0]}))")
+            raise XpgradTypeError(msg)
+
+
+def _dtype_text(dt: Any) -> str | None:
+    return None if dt is None else _dtype_text_of(dt)
 
 
 def _safe_softmax(scores: Any) -> Tensor:

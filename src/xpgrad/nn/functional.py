@@ -31,7 +31,7 @@ from ..special import erf, expit
 from ._checks import _floating, check_dtype, check_float, check_indices
 from ._checks import _name as _dtype_text_of
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
-from .normalization import batch_norm, group_norm
+from .normalization import _tensor, batch_norm, group_norm
 
 __all__ = [
     "linear", "bilinear", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "one_hot",
@@ -266,6 +266,7 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
         >>> xg.nn.functional.layer_norm(xg.asarray([[1.0, 3.0]]), (2,), eps=0.0)
         Tensor([[-1.,  1.]], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     check_dtype(input, "layer_norm", weight, bias)
     check_float(input, "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -395,6 +396,7 @@ def silu(input: Any) -> Tensor:
         >>> xg.nn.functional.silu(xg.asarray([0.0, 1.0]))
         Tensor([0.        , 0.73105858], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input * sigmoid(input)
 
 
@@ -408,6 +410,7 @@ def gelu(input: Any, approximate: str = "none") -> Tensor:
         >>> xg.nn.functional.gelu(xg.asarray([1.0]), approximate="tanh")
         Tensor([0.84119199], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     if approximate == "none":
         return 0.5 * input * (1.0 + erf(input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
@@ -549,6 +552,7 @@ def tanhshrink(input: Any) -> Tensor:
         >>> xg.nn.functional.tanhshrink(xg.asarray([1.0]))
         Tensor([0.23840584], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input - xg.tanh(input)
 
 
@@ -560,6 +564,7 @@ def softsign(input: Any) -> Tensor:
         >>> xg.nn.functional.softsign(xg.asarray([-1.0, 3.0]))
         Tensor([-0.5 ,  0.75], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input / (1.0 + xg.abs(input))
 
 
@@ -571,6 +576,7 @@ def mish(input: Any) -> Tensor:
         >>> xg.nn.functional.mish(xg.asarray([0.0, 1.0]))
         Tensor([0.        , 0.86509839], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input * xg.tanh(_softplus0(input))
 
 
@@ -620,6 +626,7 @@ def prelu(input: Any, weight: Any) -> Tensor:
         >>> xg.nn.functional.prelu(xg.asarray([[-1.0, 2.0]]), xg.asarray([0.25]))
         Tensor([[-0.25,  2.  ]], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     wshape = _shape(weight)
     n = math.prod(wshape)
     shape = _shape(input)
@@ -669,6 +676,7 @@ def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) 
         >>> xg.nn.functional.log_softmax(xg.asarray([0.0, 1000.0]))
         Tensor([-1000.,     0.], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "log_softmax")
     s = input - _detached_max(input, ax)
     return s - xg.log(xg.sum(xg.exp(s), axis=ax, keepdims=True))
@@ -682,6 +690,7 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
         >>> xg.nn.functional.softmax(xg.asarray([0.0, 1000.0]))
         Tensor([0., 1.], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "softmax")
     e = xg.exp(input - _detached_max(input, ax))
     return e / xg.sum(e, axis=ax, keepdims=True)
@@ -947,6 +956,7 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
         >>> xg.nn.functional.mse_loss(xg.asarray([1.0, 2.0]), xg.asarray([0.0, 0.0]))
         Tensor(2.5, dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "mse_loss")
     d = input - target
     return _reduce(d * d, reduction)
@@ -960,6 +970,7 @@ def l1_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
         >>> xg.nn.functional.l1_loss(xg.asarray([1.0, -3.0]), xg.asarray([0.0, 0.0]), reduction="sum")
         Tensor(4., dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "l1_loss")
     return _reduce(xg.abs(input - target), reduction)
 
@@ -972,6 +983,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
         >>> xg.nn.functional.huber_loss(xg.asarray([0.5, 3.0]), xg.asarray([0.0, 0.0]), reduction="none")
         Tensor([0.125, 2.5  ], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "huber_loss")
     if delta <= 0:
         msg = f"huber_loss: delta must be positive, got {delta!r}"
@@ -989,6 +1001,7 @@ def smooth_l1_loss(input: Any, target: Any, reduction: str = "mean", beta: float
         >>> xg.nn.functional.smooth_l1_loss(xg.asarray([0.5, 3.0]), xg.asarray([0.0, 0.0]), reduction="sum")
         Tensor(2.625, dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "smooth_l1_loss")
     if beta < 0:
         msg = f"smooth_l1_loss: beta must be >= 0, got {beta!r}"

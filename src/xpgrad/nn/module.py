@@ -158,11 +158,12 @@ class Module:
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
         d = self.__dict__
-        full, pre = d.get("_backward_hooks"), d.get("_backward_pre_hooks")
         bw = None
-        if full or pre:  # (the hooks of this call: those registered now, as in torch)
-            bw = BackwardHook(self, list((full or {}).values()), list((pre or {}).values()))
-            args = bw.setup_input(args)
+        if "_backward_hooks" in d or "_backward_pre_hooks" in d:  # (made at the first such hook: no call here)
+            full, pre = d.get("_backward_hooks"), d.get("_backward_pre_hooks")
+            if full or pre:  # (the hooks of this call: those registered now, as in torch)
+                bw = BackwardHook(self, list((full or {}).values()), list((pre or {}).values()))
+                args = bw.setup_input(args)
         try:
             out = self.forward(*args, **kwargs)
         except (AttributeError, TypeError) as e:  # a list, or another library's array: say it as the layer

@@ -443,9 +443,30 @@ def test_api_reference_names_public_paths() -> None:
     named = [m["ident"] for m in _DIRECTIVE.finditer(api_md)] + re.findall(r"\(#(xpgrad\.[\w.]+)\)", api_md)
     wrong = [f"{ident} (public: {public[id(_resolve(ident))]})" for ident in named if _private(ident) and id(_resolve(ident)) in public]
     assert not wrong, f"docs/api.md names private paths of public objects: {', '.join(wrong)}"
+    # an object documented only under a private path (xg.jit's Jitted, Program, CacheInfo were) gets a
+    # public name first: its anchor, and every link to it, would be the private path
+    hidden = [ident for ident in named if _private(ident) and id(_resolve(ident)) not in public]
+    assert not hidden, f"docs/api.md documents objects that have no public name: {', '.join(hidden)}"
     # a module directive of a private module would render its members under the private path
     modules = [ident for ident in named if _private(ident) and isinstance(_resolve(ident), types.ModuleType)]
     assert not modules, f"docs/api.md renders private modules: {', '.join(modules)}"
+
+
+_AUTOREF = re.compile(r"\]\[(xpgrad\.[\w.]+)\]")
+
+
+def test_cross_references_name_public_paths() -> None:
+    """A cross-reference (``[`Program`][xpgrad.Program]``) in a docstring or a page links to the
+    anchor of the object's public name: an ``xpgrad._x`` path is an anchor the reference does not render."""
+    import xpgrad
+
+    files = [*sorted((ROOT / "src" / "xpgrad").rglob("*.py")), *sorted((ROOT / "docs").rglob("*.md"))]
+    wrong = [f"{f.relative_to(ROOT)}: {ident}" for f in files if f.is_file()
+             for ident in _AUTOREF.findall(f.read_text(encoding="utf-8")) if _private(ident)]
+    assert not wrong, f"cross-references to private paths: {', '.join(wrong)}"
+    f = xpgrad.jit(lambda x: x * 2.0)
+    prog = f.trace(xpgrad.asarray([1.0]))
+    assert type(f) is xpgrad.Jitted and type(prog) is xpgrad.Program and type(f.cache_info()) is xpgrad.CacheInfo
 
 
 _SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const|ref|term):`")

@@ -148,6 +148,39 @@ def test_torch_function_given_an_xpgrad_tensor() -> None:
     np.testing.assert_array_equal(t.grad.data.numpy(), [2.0, 2.0, 2.0])
 
 
+def test_jax_function_given_an_xpgrad_tensor() -> None:
+    """``jnp.sin(t)`` names jnp.sin and xg.sin (JAX said "Error interpreting argument to <function sin>
+    as an abstract array ... static_argnums"); JAX's operators and jnp.asarray still work."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    calls = [
+        (lambda t: jnp.sin(t), r"jax\.numpy\.sin was given an xpgrad Tensor; use xg\.sin \(xpgrad's namespace"),
+        (lambda t: jnp.add(t, 1.0), r"jax\.numpy\.add was given an xpgrad Tensor; use xg\.add "),
+        (lambda t: jnp.sum(t, axis=0), r"jax\.numpy\.sum was given an xpgrad Tensor; use xg\.sum "),
+        (lambda t: jnp.linalg.norm(t), r"jax\.numpy\.linalg\.norm was given an xpgrad Tensor; use xpgrad's functions"),
+        (lambda t: jax.jit(lambda x: x * 2.0)(t), r"jax\.jit\(<lambda>\) was given an xpgrad Tensor"),
+        (lambda t: jax.grad(lambda x: jnp.sum(x))(t), r"jax\.grad was given an xpgrad Tensor; use xg\.grad "),
+    ]
+    for data in (np.ones(3, dtype=np.float32), jnp.ones(3, dtype=jnp.float32)):
+        for rg in (False, True):
+            t = xg.asarray(data, requires_grad=rg)
+            for call, match in calls:
+                with pytest.raises(xg.XpgradValueError, match=match):
+                    call(t)
+            assert not hasattr(t, "__jax_array__")  # (only JAX is answered)
+    # JAX's operators return NotImplemented: xpgrad's reflected operator runs and records
+    t = xg.asarray(jnp.ones(3, dtype=jnp.float32), requires_grad=True)
+    out = jnp.full((3,), 2.0, dtype=jnp.float32) * t
+    assert isinstance(out, xg.Tensor)
+    xg.sum(out).backward()
+    np.testing.assert_array_equal(np.asarray(t.grad.data), [2.0, 2.0, 2.0])
+    # jnp.asarray converts as np.asarray does: a Tensor that requires grad is refused, else its array
+    assert jnp.asarray(t.detach()) is t.data
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(xg.asarray(np.arange(3.0)))), [0.0, 1.0, 2.0])
+    with pytest.raises(xg.XpgradRuntimeError, match="requires grad"):
+        jnp.asarray(t)
+
+
 # ---------------------------------------------------------------- JAX float64 without jax_enable_x64
 def test_float64_on_jax_without_x64_names_the_cure() -> None:
     pytest.importorskip("jax")

@@ -545,6 +545,41 @@ def test_argument_errors(call: Callable[[], Any], match: str) -> None:
         call()
 
 
+def test_scaled_dot_product_attention_refuses_mixed_dtypes_as_torch(backend: Any) -> None:
+    """Query, key and value of two dtypes, a float mask of another, integer inputs: torch refuses
+    each ("Expected query, key, and value to have the same dtype"); so does xpgrad, naming the
+    function and the dtypes (it promoted silently: float64 attention out of a float32 query)."""
+    torch = _torch()
+    tdt = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64}
+    rng = np.random.default_rng(5)
+    base = [rng.standard_normal((2, 3, 4)) for _ in range(3)]
+    combos = [("float32", "float64", "float32"), ("float32", "float32", "float64"), ("float64", "float32", "float32"),
+              ("float64", "float64", "float64"), ("float32", "float32", "float32"), ("int64", "int64", "int64")]
+    for q_dt, k_dt, v_dt in combos:
+        for mask_dt in (None, "bool", "float32", "float64"):
+            ours = [xg.asarray(backend.asarray(a.astype(d))) for a, d in zip(base, (q_dt, k_dt, v_dt))]
+            theirs = [torch.tensor(a).to(tdt[d]) for a, d in zip(base, (q_dt, k_dt, v_dt))]
+            m = None if mask_dt is None else (rng.standard_normal((3, 3)) > -0.5).astype(mask_dt)
+            om = None if m is None else xg.asarray(backend.asarray(m))
+            tm = None if m is None else torch.tensor(m)
+            try:
+                want = torch.nn.functional.scaled_dot_product_attention(*theirs, attn_mask=tm)
+            except RuntimeError:
+                want = None
+            if want is None:
+                with pytest.raises(xg.XpgradTypeError, match=r"scaled_dot_product_attention: (query, key and value|attn_mask)"):
+                    F.scaled_dot_product_attention(*ours, attn_mask=om)
+                continue
+            got = F.scaled_dot_product_attention(*ours, attn_mask=om)
+            assert got.dtype == xg.asarray(ours[0]).dtype, (q_dt, k_dt, v_dt, mask_dt)
+            tol = 1e-5 if q_dt == "float32" else 1e-12
+            np.testing.assert_allclose(_np(got), want.numpy(), rtol=tol, atol=tol)
+    with pytest.raises(xg.XpgradTypeError, match=r"got query float32, key float64 and value float32; convert them first, "
+                                                 r"e.g. xg.astype\(key, xg.float32\)"):
+        F.scaled_dot_product_attention(*(xg.asarray(backend.asarray(a.astype(d))) for a, d in
+                                         zip(base, ("float32", "float64", "float32"))))
+
+
 def test_error_types() -> None:
     with pytest.raises(xg.XpgradTypeError, match="avg_pool2d: expected a floating input"):
         F.avg_pool2d(xg.zeros((1, 1, 4, 4), dtype=xg.int64), 2)

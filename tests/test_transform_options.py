@@ -55,8 +55,27 @@ def test_grad_int_argument_without_allow_int_raises(backend: Any) -> None:
         jax.grad(lambda a, b: jnp.sum(a * b), argnums=1)(jnp.ones(1), jnp.asarray([2]))
     with pytest.raises(xg.XpgradTypeError, match=r"grad: argument 1 has dtype int"):
         xg.grad(_mul_sum, argnums=1)(x, n)
-    with pytest.raises(xg.XpgradTypeError, match=r"jacrev: argument \d has dtype int"):
+    with pytest.raises(xg.XpgradTypeError, match=r"jacrev: argument 1 has dtype int"):
         xg.jacrev(lambda a, b: a * xg.astype(b, a.dtype), argnums=1)(x, n)
+
+
+def test_jacobians_name_the_integer_argument_and_take_python_floats(backend: Any) -> None:
+    """The error names the argument by its position in the call (it said "argument 0": its position
+    among argnums); a Python float argument is differentiated as a 0-d array, as JAX does."""
+    x = backend.asarray(np.array([1.0, 2.0]))
+    n = backend.asarray(np.array([2, 3]))
+    for name, transform in (("jacrev", xg.jacrev), ("jacfwd", xg.jacfwd), ("hessian", xg.hessian)):
+        for argnums in (1, (0, 1), (1, 0)):
+            with pytest.raises(xg.XpgradTypeError, match=rf"{name}: argument 1 has dtype int64; only floating-point"):
+                transform(lambda a, b: a * b, argnums=argnums)(x, n)
+            with pytest.raises(xg.XpgradTypeError, match=rf"{name}: argument 1 is a Python int; only floating-point"):
+                transform(lambda a, b: a * b, argnums=argnums)(x, 3)
+    for s in (0.5, 3.0):
+        want = (np.diag([s * s, s * s]), 2.0 * s * np.array([1.0, 2.0]))  # d(a b^2)/da, d(a b^2)/db
+        got = xg.jacrev(lambda a, b: a * b * b, argnums=(0, 1))(x, s)
+        got_fwd = xg.jacfwd(lambda a, b: a * b * b, argnums=(0, 1))(x, s)
+        for g, w in zip((*got, *got_fwd), (*want, *want)):
+            np.testing.assert_allclose(backend.to_numpy(g), w, rtol=1e-12)
 
 
 def test_jacrev_allow_int_gives_integer_zeros_as_jax(backend: Any) -> None:
@@ -282,3 +301,21 @@ def test_checkpoint_custom_policy_and_second_order(backend: Any, monkeypatch: py
 def test_checkpoint_policy_must_be_callable() -> None:
     with pytest.raises(xg.XpgradTypeError, match="checkpoint: policy must be a callable"):
         xg.checkpoint(lambda x: x, policy="dots_saveable")  # type: ignore[arg-type]
+
+
+def test_jacobians_at_top_level_do_not_require_grad_as_grad(backend: Any) -> None:
+    """``hessian(f)(w)`` of a Tensor that requires grad (a Parameter) gives a constant, as ``grad(f)(w)`` does
+    (it gave a Tensor on w's graph); inside an outer transform it is still differentiated."""
+    w0 = np.array([1.0, 2.0, -0.5])
+    w = xg.nn.Parameter(xg.asarray(backend.asarray(w0)))
+
+    def f(t: Any) -> Any:
+        return xg.sum(t * t * t)
+
+    want = {"hessian": np.diag(6.0 * w0), "jacrev": np.diag(3.0 * w0 * w0), "jacfwd": np.diag(3.0 * w0 * w0)}
+    for name, res in (("hessian", xg.hessian(f)(w)), ("jacrev", xg.jacrev(lambda t: t * t * t)(w)),
+                      ("jacfwd", xg.jacfwd(lambda t: t * t * t)(w)), ("grad", xg.grad(f)(w))):
+        assert isinstance(res, xg.Tensor) and not res.requires_grad and res.grad_fn is None, name
+        np.testing.assert_allclose(backend.to_numpy(res), want.get(name, 3.0 * w0 * w0), rtol=1e-12)
+    third = xg.grad(lambda t: xg.sum(xg.hessian(f)(t)))(backend.asarray(w0))  # d/dt sum(diag(6 t)) = 6
+    np.testing.assert_allclose(backend.to_numpy(third), np.full(3, 6.0), rtol=1e-12)

@@ -16,12 +16,15 @@ from typing import Any
 import array_api_compat
 
 from ._dispatch import backend_namespace, raw_array
+from ._dtypes import dtype_name
 from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
 from .autograd._batched import STACK, ConcretizationError
+from .autograd._core import raw_dtype
 from .autograd._tensor import Tensor, _wrap
 from .functional import _DEPTH, _as_tensor, _check_repeats, _is_int_leaf, _jvp, _ns, _vjp, _zeros_like_any, check_argnums, check_fun
 from .ops._common import is_complex
+from .ops.creation import asarray
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_structure
 
 __all__ = ["hessian", "jacfwd", "jacobian", "jacrev"]
@@ -113,6 +116,18 @@ def _jacobian(f: Callable[..., Any], argnums: int | Sequence[int], mode: str, ha
         fname = getattr(f, "__name__", "f")
         g.__name__ = fname  # (messages name the user's function)
         diff_args = [args[i] for i in idx]
+        for k, a in zip(idx, diff_args):  # (refused here, where argument k is known by its position in args)
+            for leaf in tree_leaves(a):
+                if not allow_int and _is_int_leaf(leaf):
+                    dt = f"is a Python {type(leaf).__name__}" if isinstance(leaf, (bool, int)) else \
+                        f"has dtype {dtype_name(raw_dtype(leaf) if isinstance(leaf, Tensor) else leaf.dtype)}"
+                    msg = (f"{name}: argument {k} {dt}; only floating-point and complex arguments can be "
+                           "differentiated (cast it, or leave it out of argnums)")
+                    raise XpgradTypeError(msg)
+        # (a Python float or complex: a 0-d array, where the arguments' first floating array lives, of its
+        # dtype, as JAX's weak types; its block is an array too)
+        like = next((raw_array(x) for x in tree_leaves(list(args)) if hasattr(x, "shape") and not _is_int_leaf(x)), None)
+        diff_args = [tree_map(lambda x: _scalar_leaf(x, like), a) for a in diff_args]
         ints = [_is_int_leaf(x) for x in tree_leaves(diff_args)] if allow_int else []
         g_diff, d_args = g, diff_args
         if any(ints):  # integer leaves ride along as constants: differentiate the float ones alone
@@ -217,11 +232,26 @@ def _with_int_blocks(o: Any, blks: list[Any], leaves: list[Any], ints: list[bool
     return out
 
 
+def _scalar_leaf(x: Any, like: Any) -> Any:
+    """A Python float or complex argument as a 0-d array: of ``like``'s library, device and dtype (a
+    complex number into a real one: its library's complex dtype), else of the policy's; anything else as it is."""
+    if not isinstance(x, (float, complex)):
+        return x
+    if like is None:
+        return asarray(x).data
+    xp = backend_namespace(like)
+    dt = like.dtype
+    if isinstance(x, complex) and not is_complex(like):
+        dt = xp.complex128 if dtype_name(dt) == "float64" else xp.complex64
+    return xp.asarray(x, dtype=dt, device=array_api_compat.device(like))
+
+
 def _like_input(x: Any, blk: Any) -> Any:
-    """Jacobian block ``blk`` of input leaf ``x`` at top level: a Tensor for a Tensor input, the
-    backend array for a raw one (as [`xpgrad.grad`][xpgrad.functional.grad] returns gradients)."""
-    if isinstance(x, Tensor):
-        return blk if isinstance(blk, Tensor) else _wrap(blk)
+    """Jacobian block ``blk`` of input leaf ``x`` at top level: a Tensor (that does not require grad) for a
+    Tensor input, the backend array for a raw one (as [`xpgrad.grad`][xpgrad.functional.grad] returns gradients)."""
+    if isinstance(x, Tensor):  # (no graph, as grad's result at top level: an input that requires grad recorded one)
+        return _wrap(blk.data) if isinstance(blk, Tensor) and (blk._node is not None or blk._fw) else (
+            blk if isinstance(blk, Tensor) else _wrap(blk))
     return blk.data if type(blk) is Tensor else blk
 
 

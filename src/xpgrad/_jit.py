@@ -3,7 +3,7 @@
 The first call with a new *signature* traces: every array argument becomes a
 `Tracer`, ``f`` runs once (its forward, the backward rules of any
 ``grad``/``backward`` inside it, optimizer updates), and each backend call is recorded.
-The result is a [`Program`][xpgrad._jit.Program]: a straight-line Python function of backend calls, with
+The result is a [`Program`][xpgrad.Program]: a straight-line Python function of backend calls, with
 each intermediate deleted at its last use and, on NumPy, elementwise results written
 into a dead buffer of their shape and dtype. Later calls with the same signature run the
 program on the raw arrays: no Tensor, no Node, no version counter, no dispatch per op.
@@ -809,7 +809,7 @@ class Jitted:
         return _build_out(entry.out_tmpl, res, made)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
-        """Trace ``f`` on these arguments and return its [`Program`][xpgrad._jit.Program] (nothing is cached; arguments are not changed).
+        """Trace ``f`` on these arguments and return its [`Program`][xpgrad.Program] (nothing is cached; arguments are not changed).
 
         Examples:
             >>> import numpy as np, xpgrad as xg
@@ -1379,7 +1379,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         cache_size: how many signatures are kept (least recently used dropped first).
 
     Returns:
-        A [`Jitted`][xpgrad._jit.Jitted] callable with ``trace(*args)`` (the [`Program`][xpgrad._jit.Program]),
+        A [`Jitted`][xpgrad.Jitted] callable with ``trace(*args)`` (the [`Program`][xpgrad.Program]),
         ``clear_cache()`` and ``cache_info()``.
 
     Raises:

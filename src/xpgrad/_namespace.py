@@ -72,7 +72,7 @@ from .ops.utility import *  # noqa: F403
 from . import autograd, fft, linalg, random, special, testing
 from ._io import load, save
 from ._vmap import vmap
-from ._jit import jit
+from ._jit import CacheInfo, Jitted, Program, jit
 from ._jacobian import hessian, jacfwd, jacobian, jacrev
 
 newaxis = None  # the standard's constant: x[newaxis] adds an axis

@@ -7,7 +7,7 @@ xpgrad. [`render`][xpgrad.viz.render] hands that text to the Graphviz ``dot`` pr
 ``graphviz`` Python package (``pip install "xpgrad[viz]"`` plus Graphviz itself);
 importing this module does not import ``graphviz``.
 
-[`draw_program`][xpgrad.viz.draw_program] does the same for a [`Program`][xpgrad._jit.Program], the straight-line
+[`draw_program`][xpgrad.viz.draw_program] does the same for a [`Program`][xpgrad.Program], the straight-line
 program that [`xpgrad.jit`][xpgrad.jit] traces (``f.trace(*args)``): one node per backend call,
 edges from the values it reads, in-place updates marked. ``render`` draws either.
 
@@ -204,7 +204,7 @@ def to_dot(
 
 def draw_program(program: Program, *, show_constants: bool = True, graph_name: str | None = None,
                  rankdir: str = "TB") -> str:
-    """A jitted [`Program`][xpgrad._jit.Program] as Graphviz DOT text.
+    """A jitted [`Program`][xpgrad.Program] as Graphviz DOT text.
 
     Data flows from the program's inputs (top) to its outputs (bottom), as in
     [`to_dot`][xpgrad.viz.to_dot]. Each backend call is a rounded box with its name (``numpy.matmul``)
@@ -400,7 +400,7 @@ def render(tensor: Tensor | Sequence[Tensor] | Program, path: str | Path, *, for
 
     Args:
         tensor: the output (or a sequence of outputs), as for [`to_dot`][xpgrad.viz.to_dot]; or a
-            [`Program`][xpgrad._jit.Program] (``xg.jit(f).trace(*args)``), as for [`draw_program`][xpgrad.viz.draw_program].
+            [`Program`][xpgrad.Program] (``xg.jit(f).trace(*args)``), as for [`draw_program`][xpgrad.viz.draw_program].
         path: the file to write.
         format: ``"svg"``, ``"png"`` or ``"pdf"``; None takes it from ``path``'s suffix.
         **options: passed to [`to_dot`][xpgrad.viz.to_dot] (``show_saved``, ``params``, ...) or [`draw_program`][xpgrad.viz.draw_program].

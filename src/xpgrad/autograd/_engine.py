@@ -682,10 +682,18 @@ def _copy(a: Any) -> Any:
 
 
 def _run_hooks(node: Node, buf: list[Any], create_graph: bool) -> list[Any]:
-    """Run the node's hooks on each output's gradient in ``buf`` (replaced where a hook returns one)."""
-    for j, hooks in cast("dict[int, Any]", node.hooks).items():  # (not None: checked by the caller)
-        if buf[j] is not None and hooks:
+    """Run the node's hooks on each output's gradient in ``buf`` (replaced where a hook returns one).
+
+    Key -1 holds the node's own hooks (a Module's backward hooks, ``nn._hooks``), run after the
+    outputs' ones: ``hook(buf, create_graph)`` sees every output's gradient (None where there is
+    none) at once and returns the list that replaces ``buf``.
+    """
+    hooks_of = cast("dict[int, Any]", node.hooks)  # (not None: checked by the caller)
+    for j, hooks in hooks_of.items():
+        if j >= 0 and buf[j] is not None and hooks:
             buf[j] = _apply_hooks(hooks, buf[j], create_graph)
+    for hook in hooks_of.get(-1, ()):
+        buf = hook(buf, create_graph)
     return buf
 
 

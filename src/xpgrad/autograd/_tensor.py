@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -371,6 +372,34 @@ class Tensor:
         msg = (f"{shown} was given an xpgrad Tensor; use {cure} (or xg_tensor.data for the raw torch tensor, "
                f"without the gradient)")
         raise XpgradTypeError(msg)
+
+    @property
+    def __jax_array__(self) -> Callable[[], Any]:
+        """Refuse a JAX function given an xpgrad Tensor (``jnp.sin(t)``), naming xpgrad's function,
+        as ``__torch_function__`` does for torch (JAX would say "Error interpreting argument to
+        <function sin> as an abstract array", a message about ``jax.jit``'s static arguments).
+
+        JAX asks every argument for this attribute; the answer depends on who asks:
+        ``jax_array + t`` gets a Tensor back, so JAX's operator returns NotImplemented and
+        Python calls the Tensor's ``__radd__`` (as before); ``jnp.asarray(t)`` converts as
+        ``np.asarray(t)`` does; any other JAX function raises XpgradValueError (a TypeError
+        would be replaced by JAX's own message); anyone else finds no attribute.
+        """
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "jax._src.numpy.array_methods":  # an operator: NotImplemented, then our reflected one
+            return lambda: self
+        if caller == "jax._src.numpy.array_constructors":  # jnp.asarray, jnp.array: as np.asarray
+            return self._as_jax
+        if caller.startswith(("jax.", "jaxlib.")):
+            raise XpgradValueError(_jax_refusal(sys._getframe(1)))
+        msg = "__jax_array__"
+        raise AttributeError(msg)
+
+    def _as_jax(self) -> Any:
+        data = self.data
+        if type(data).__module__.startswith(("jax", "jaxlib")) and not self._requires_grad:
+            return data
+        return self._to_host("array")
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         import numpy as np
@@ -1138,6 +1167,52 @@ def _refuse_numpy_reduction(name: str, kwargs: dict[str, Any]) -> None:
         f"xg.{name}(tensor, axis=...) or tensor.{name}(axis=...), which keep the gradient"
     )
     raise XpgradTypeError(msg)
+
+
+def _jax_refusal(frame: Any) -> str:
+    """The message for a JAX function given an xpgrad Tensor; ``frame`` is JAX's, asking for ``__jax_array__``.
+
+    The function named is the outermost ``jax.numpy`` one the user called (``jnp.sum``, the ufunc
+    ``jnp.add``), else the one ``jax.jit`` was tracing (``jnp.sin`` is a jitted function, whose
+    body has not run yet), else the transform (``jax.grad``), else "a JAX function".
+    """
+    fun = None  # (name, module) of each kind found, innermost first
+    public = None
+    transform = None
+    f = frame
+    while f is not None and f.f_globals.get("__name__", "").startswith(("jax.", "jaxlib.")):
+        mod, code = f.f_globals["__name__"], f.f_code.co_name
+        if code == "_infer_input_type" and callable(f.f_locals.get("fun")):
+            fun = (getattr(f.f_locals["fun"], "__name__", "<function>"), getattr(f.f_locals["fun"], "__module__", "") or "")
+        if mod.startswith("jax._src.numpy"):
+            if code == "__call__" and isinstance(getattr(f.f_locals.get("self"), "__name__", None), str):
+                public = (f.f_locals["self"].__name__, mod)  # a ufunc object (jnp.add)
+            elif not code.startswith(("_", "<")):
+                public = (code, mod)
+        if mod == "jax._src.api" and code.endswith("_f"):  # jax.grad's grad_f, jax.vmap's vmap_f
+            transform = (code[:-2], "jax")
+        f = f.f_back
+    name, mod = public or fun or transform or ("", "")
+    if not name:
+        shown = "a JAX function"
+    elif mod == "jax":
+        shown = f"jax.{name}"
+    elif mod.startswith("jax._src.numpy.linalg"):
+        shown = f"jax.numpy.linalg.{name}"
+    elif mod.startswith("jax._src.numpy"):
+        shown = f"jax.numpy.{name}"
+    elif mod.startswith("jax._src.lax"):
+        shown = f"jax.lax.{name}"
+    else:
+        shown = f"jax.jit({name})"  # (the user's own function, jitted)
+    ours = graph_namespace()
+    where = "xg"
+    if mod.startswith("jax._src.numpy.linalg"):
+        ours, where = ours.linalg, "xg.linalg"
+    cure = f"{where}.{name}" if name and not name.startswith(("_", "<")) and callable(getattr(ours, name, None)) \
+        else "xpgrad's functions (xg.*)"
+    return (f"{shown} was given an xpgrad Tensor; use {cure} (xpgrad's namespace: it takes Tensors of any library, "
+            "JAX's included, and records the gradient), or xg_tensor.data for the raw array, without the gradient")
 
 
 def _left_the_array_api(t: Tensor) -> str:

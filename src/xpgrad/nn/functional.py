@@ -34,9 +34,10 @@ from ..ops.creation import zeros_like
 from ..ops.elementwise import where
 from ..ops.statistical import sum as _sum
 from ..special import erf, expit
-from ._checks import check_dtype, check_float, check_indices
+from ._checks import _floating, check_dtype, check_float, check_indices
+from ._checks import _name as _dtype_text_of
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
-from .normalization import batch_norm, group_norm
+from .normalization import _tensor, batch_norm, group_norm
 
 __all__ = [
     "linear", "bilinear", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "one_hot",
@@ -271,6 +272,7 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
         >>> xg.nn.functional.layer_norm(xg.asarray([[1.0, 3.0]]), (2,), eps=0.0)
         Tensor([[-1.,  1.]], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     check_dtype(input, "layer_norm", weight, bias)
     check_float(input, "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -400,6 +402,7 @@ def silu(input: Any) -> Tensor:
         >>> xg.nn.functional.silu(xg.asarray([0.0, 1.0]))
         Tensor([0.        , 0.73105858], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input * sigmoid(input)
 
 
@@ -413,6 +416,7 @@ def gelu(input: Any, approximate: str = "none") -> Tensor:
         >>> xg.nn.functional.gelu(xg.asarray([1.0]), approximate="tanh")
         Tensor([0.84119199], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     if approximate == "none":
         return 0.5 * input * (1.0 + erf(input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
@@ -554,6 +558,7 @@ def tanhshrink(input: Any) -> Tensor:
         >>> xg.nn.functional.tanhshrink(xg.asarray([1.0]))
         Tensor([0.23840584], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input - xg.tanh(input)
 
 
@@ -565,6 +570,7 @@ def softsign(input: Any) -> Tensor:
         >>> xg.nn.functional.softsign(xg.asarray([-1.0, 3.0]))
         Tensor([-0.5 ,  0.75], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input / (1.0 + xg.abs(input))
 
 
@@ -576,6 +582,7 @@ def mish(input: Any) -> Tensor:
         >>> xg.nn.functional.mish(xg.asarray([0.0, 1.0]))
         Tensor([0.        , 0.86509839], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     return input * xg.tanh(_softplus0(input))
 
 
@@ -625,6 +632,7 @@ def prelu(input: Any, weight: Any) -> Tensor:
         >>> xg.nn.functional.prelu(xg.asarray([[-1.0, 2.0]]), xg.asarray([0.25]))
         Tensor([[-0.25,  2.  ]], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     wshape = _shape(weight)
     n = math.prod(wshape)
     shape = _shape(input)
@@ -674,6 +682,7 @@ def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) 
         >>> xg.nn.functional.log_softmax(xg.asarray([0.0, 1000.0]))
         Tensor([-1000.,     0.], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "log_softmax")
     s = input - _detached_max(input, ax)
     return s - xg.log(xg.sum(xg.exp(s), axis=ax, keepdims=True))
@@ -687,6 +696,7 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
         >>> xg.nn.functional.softmax(xg.asarray([0.0, 1000.0]))
         Tensor([0., 1.], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "softmax")
     e = xg.exp(input - _detached_max(input, ax))
     return e / xg.sum(e, axis=ax, keepdims=True)
@@ -734,6 +744,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         msg = (f"{func}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), "
                f"got {qs}, {ks} and {vs}")
         raise XpgradValueError(msg)
+    _check_attention_dtypes(func, query, key, value, attn_mask)
     if enable_gqa and len(qs) >= 3 and ks[-3] != qs[-3]:
         if ks[-3] != vs[-3] or qs[-3] % ks[-3]:
             msg = f"{func}: with enable_gqa the query heads ({qs[-3]}) must be a multiple of the key heads ({ks[-3]})"
@@ -756,6 +767,31 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return xg.matmul(weights, value)
+
+
+def _check_attention_dtypes(func: str, query: Any, key: Any, value: Any, attn_mask: Any) -> None:
+    """As torch: query, key and value of one floating dtype (nothing promotes); a mask boolean, float32 or of that dtype."""
+    found = [_dtype_text(getattr(_raw(a), "dtype", None)) for a in (query, key, value)]
+    names = [n for n in found if n is not None]
+    if len(names) != 3:
+        return  # (a list: the shape check said it already, or the backend will)
+    if len(set(names)) != 1:
+        msg = (f"{func}: query, key and value must have the same dtype (nothing is promoted), got query {names[0]}, "
+               f"key {names[1]} and value {names[2]}; convert them first, e.g. xg.astype(key, xg.{names[0]})")
+        raise XpgradTypeError(msg)
+    if not _floating(names[0]):
+        msg = f"{func}: query, key and value must be floating, got dtype {names[0]}; convert them (xg.astype(query, xg.float32))"
+        raise XpgradTypeError(msg)
+    if attn_mask is not None and not _is_bool(attn_mask):
+        mname = _dtype_text(getattr(_raw(attn_mask), "dtype", None))
+        if mname is not None and mname not in (names[0], "float32"):  # (torch takes float32 masks too)
+            msg = (f"{func}: attn_mask must be boolean, float32 or of the query's dtype {names[0]}, got dtype {mname}; "
+                   f"convert it (xg.astype(attn_mask, xg.{names[0]}))")
+            raise XpgradTypeError(msg)
+
+
+def _dtype_text(dt: Any) -> str | None:
+    return None if dt is None else _dtype_text_of(dt)
 
 
 def _safe_softmax(scores: Any) -> Tensor:
@@ -926,6 +962,7 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
         >>> xg.nn.functional.mse_loss(xg.asarray([1.0, 2.0]), xg.asarray([0.0, 0.0]))
         Tensor(2.5, dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "mse_loss")
     d = input - target
     return _reduce(d * d, reduction)
@@ -939,6 +976,7 @@ def l1_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
         >>> xg.nn.functional.l1_loss(xg.asarray([1.0, -3.0]), xg.asarray([0.0, 0.0]), reduction="sum")
         Tensor(4., dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "l1_loss")
     return _reduce(xg.abs(input - target), reduction)
 
@@ -951,6 +989,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
         >>> xg.nn.functional.huber_loss(xg.asarray([0.5, 3.0]), xg.asarray([0.0, 0.0]), reduction="none")
         Tensor([0.125, 2.5  ], dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "huber_loss")
     if delta <= 0:
         msg = f"huber_loss: delta must be positive, got {delta!r}"
@@ -968,6 +1007,7 @@ def smooth_l1_loss(input: Any, target: Any, reduction: str = "mean", beta: float
         >>> xg.nn.functional.smooth_l1_loss(xg.asarray([0.5, 3.0]), xg.asarray([0.0, 0.0]), reduction="sum")
         Tensor(2.625, dtype=float64, device=cpu)
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     _check_reduction(reduction, "smooth_l1_loss")
     if beta < 0:
         msg = f"smooth_l1_loss: beta must be >= 0, got {beta!r}"

@@ -23,7 +23,7 @@ from .._io import move_array
 from .._policy import _namespace_of
 from ..autograd._grad_mode import no_grad
 from ..autograd._tensor import Tensor
-from ._hooks import RemovableHandle
+from ._hooks import BackwardHook, RemovableHandle
 from .parameter import Parameter
 
 __all__ = ["IncompatibleKeys", "Module", "functional_call"]
@@ -157,6 +157,13 @@ class Module:
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
+        d = self.__dict__
+        bw = None
+        if "_backward_hooks" in d or "_backward_pre_hooks" in d:  # (made at the first such hook: no call here)
+            full, pre = d.get("_backward_hooks"), d.get("_backward_pre_hooks")
+            if full or pre:  # (the hooks of this call: those registered now, as in torch)
+                bw = BackwardHook(self, list((full or {}).values()), list((pre or {}).values()))
+                args = bw.setup_input(args)
         try:
             out = self.forward(*args, **kwargs)
         except (AttributeError, TypeError) as e:  # a list, or another library's array: say it as the layer
@@ -168,6 +175,8 @@ class Module:
             res = hook(self, args, out)
             if res is not None:
                 out = res
+        if bw is not None:
+            out = bw.setup_output(out)
         return out
 
     # ------------------------------------------------------------------ registration
@@ -435,13 +444,43 @@ class Module:
             ['weight', 'bias']
         """
         out: OrderedDict[str, Tensor] = OrderedDict()
-        for mprefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
-            for name, p in mod._parameters.items():
-                if p is not None:
-                    out[f"{mprefix}.{name}" if mprefix else name] = p if keep_vars else p.detach()
-            for name, b in mod._buffers.items():
-                if b is not None and name not in mod._non_persistent:
-                    out[f"{mprefix}.{name}" if mprefix else name] = b if keep_vars else b.detach()
+        if not any(m.__dict__.get("_state_dict_pre_hooks") or m.__dict__.get("_state_dict_hooks") for m in self.modules()):
+            for mprefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+                mod._save_into(out, f"{mprefix}." if mprefix else "", keep_vars)
+            return out
+        return self._state_dict_hooked(out, prefix.rstrip("."), keep_vars, set())
+
+    def _save_into(self, out: OrderedDict[str, Tensor], prefix: str, keep_vars: bool) -> None:
+        """This module's own parameters and persistent buffers into ``out``, their names after ``prefix``."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                out[prefix + name] = b if keep_vars else b.detach()
+
+    def _state_dict_hooked(self, out: Any, mprefix: str, keep_vars: bool, memo: set[int]) -> Any:
+        """``state_dict`` with its hooks, as torch runs them: each module's pre-hooks, its entries,
+        its submodules', then its post-hooks (whose result, where not public, replaces the dict)."""
+        memo.add(id(self))
+        prefix = f"{mprefix}." if mprefix else ""  # (torch's: the hooks see "layer.", and "" at the top)
+        d = self.__dict__
+        for hook in list(d.get("_state_dict_pre_hooks", {}).values()):
+            hook(self, prefix, keep_vars)
+        self._save_into(out, prefix, keep_vars)
+        for name, mod in self._modules.items():
+            if mod is not None and id(mod) not in memo:
+                mod._state_dict_hooked(out, prefix + name, keep_vars, memo)
+        for hook in list(d.get("_state_dict_hooks", {}).values()):
+            r = hook(self, out, prefix, {})
+            if r is None:
+                continue
+            if getattr(hook, "_from_public_api", False):
+                msg = (f"state_dict: the post-hook {_hook_name(hook)} of {type(self).__name__} returned "
+                       f"{type(r).__name__}; a hook registered with register_state_dict_post_hook must return None "
+                       "(change the state dict in place)")
+                raise XpgradTypeError(msg)
+            out = r
         return out
 
     def _state_slots(self) -> dict[str, tuple[Module, str, Tensor]]:
@@ -480,8 +519,16 @@ class Module:
             msg = f"load_state_dict: expected a mapping of name -> tensor, got {type(state_dict).__name__}"
             raise XpgradTypeError(msg)
         slots = self._state_slots()
-        missing = [k for k in slots if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in slots]
+        mods = list(self.named_modules())
+        post = any(m.__dict__.get("_load_state_dict_post_hooks") for _, m in mods)
+        errors: list[str] = []
+        spans: dict[int, tuple[list[str], list[str]]] = {}
+        if post or any(m.__dict__.get("_load_state_dict_pre_hooks") for _, m in mods):
+            # (the hooks change a copy: the caller's dict stays as it is, as in torch)
+            state_dict, missing, unexpected = self._load_pre_hooks(state_dict, mods, slots, errors, spans)
+        else:
+            missing = [k for k in slots if k not in state_dict]
+            unexpected = [k for k in state_dict if k not in slots]
         mismatched = []
         for k, (_, _, cur) in slots.items():
             if k in state_dict:
@@ -493,13 +540,8 @@ class Module:
                 elif "complex" in str(v.dtype) and "complex" not in str(cur.dtype):
                     mismatched.append(f"{k}: checkpoint dtype {v.dtype} into module dtype {cur.dtype} "
                                       "would discard the imaginary part")
-        problems = []
-        if strict and missing:
-            problems.append(f"missing keys {missing}")
-        if strict and unexpected:
-            problems.append(f"unexpected keys {unexpected}")
-        if mismatched:
-            problems.append(f"mismatched values [{'; '.join(mismatched)}]")
+        # (with post-hooks, which may forgive missing or unexpected keys, those are checked after them)
+        problems = self._load_problems(strict and not post, missing, unexpected, mismatched, errors)
         if problems:
             msg = (f"load_state_dict: cannot load into {type(self).__name__}: {', '.join(problems)}; "
                    "nothing was changed")
@@ -516,10 +558,87 @@ class Module:
                 raise XpgradValueError(msg) from e
             new.append((cur, arr))
         with no_grad():
+            old = [cur.data for cur, _ in new]
             for cur, arr in new:
                 cur.data = arr
                 cur._version[0] += 1
-        return IncompatibleKeys(missing, unexpected)
+        keys = IncompatibleKeys(missing, unexpected)
+        if post:
+            keys = IncompatibleKeys([], [])
+            self._load_post_hooks(keys, spans, set())
+            missing, unexpected = keys.missing_keys, keys.unexpected_keys
+            problems = self._load_problems(strict, missing, unexpected, [], [])
+            if problems:  # (the module is put back as it was)
+                with no_grad():
+                    for (cur, _), arr in zip(new, old):
+                        cur.data = arr
+                        cur._version[0] += 1
+                msg = (f"load_state_dict: cannot load into {type(self).__name__}: {', '.join(problems)} (after "
+                       "its load_state_dict post-hooks); nothing was changed")
+                raise XpgradValueError(msg)
+        return keys
+
+    @staticmethod
+    def _load_problems(strict: bool, missing: list[str], unexpected: list[str], mismatched: list[str],
+                       errors: list[str]) -> list[str]:
+        problems = []
+        if strict and missing:
+            problems.append(f"missing keys {missing}")
+        if strict and unexpected:
+            problems.append(f"unexpected keys {unexpected}")
+        if mismatched:
+            problems.append(f"mismatched values [{'; '.join(mismatched)}]")
+        problems += errors
+        return problems
+
+    def _load_pre_hooks(self, state_dict: Mapping[str, Any], mods: list[tuple[str, Module]],
+                        slots: dict[str, tuple[Module, str, Tensor]], errors: list[str],
+                        spans: dict[int, tuple[list[str], list[str]]]) -> tuple[OrderedDict[str, Any], list[str], list[str]]:
+        """Where there are load_state_dict hooks, as torch runs them: each module in turn (top first)
+        runs its pre-hooks, then adds its own missing and unexpected keys to the lists. A
+        submodule's pre-hooks see (and may change) the entries under its prefix only.
+
+        Returns a copy of ``state_dict`` after the pre-hooks and the lists; ``spans`` gets what
+        each module added, for the post-hooks (`_load_post_hooks`).
+        """
+        meta = getattr(state_dict, "_metadata", None)
+        full: OrderedDict[str, Any] = OrderedDict(state_dict)
+        missing: list[str] = []
+        unexpected: list[str] = []
+        paths = {p for p, _ in mods}
+        for mprefix, mod in mods:
+            prefix = f"{mprefix}." if mprefix else ""
+            m0, u0 = len(missing), len(unexpected)
+            hooks = mod.__dict__.get("_load_state_dict_pre_hooks")
+            if hooks:
+                local = full if not prefix else OrderedDict((k, v) for k, v in full.items() if k.startswith(prefix))
+                local_meta = {} if not isinstance(meta, Mapping) else dict(meta.get(prefix[:-1], {}))
+                for hook in list(hooks.values()):  # (torch passes strict=True whatever the call's, as here)
+                    hook(mod, local, prefix, local_meta, True, missing, unexpected, errors)
+                if prefix:  # (the entries under the prefix become the hooks'; others they added are dropped)
+                    rest = [(k, v) for k, v in full.items() if not k.startswith(prefix)]
+                    full = OrderedDict([*rest, *((k, v) for k, v in local.items() if k.startswith(prefix))])
+            missing += [k for k, (owner, _, _) in slots.items() if owner is mod and k not in full]
+            unexpected += [k for k in full if k.startswith(prefix) and k not in slots and _owner(k, paths) == mprefix]
+            spans[id(mod)] = (missing[m0:], unexpected[u0:])
+        return full, missing, unexpected
+
+    def _load_post_hooks(self, keys: IncompatibleKeys, spans: dict[int, tuple[list[str], list[str]]],
+                         memo: set[int]) -> None:
+        """The load_state_dict post-hooks, as torch runs them: each module adds its missing and
+        unexpected keys to ``keys``, its submodules theirs, then its post-hooks run."""
+        memo.add(id(self))
+        m, u = spans.get(id(self), ([], []))
+        keys.missing_keys.extend(m)
+        keys.unexpected_keys.extend(u)
+        for mod in self._modules.values():
+            if mod is not None and id(mod) not in memo:
+                mod._load_post_hooks(keys, spans, memo)
+        for hook in list(self.__dict__.get("_load_state_dict_post_hooks", {}).values()):
+            if hook(self, keys) is not None:
+                msg = (f"load_state_dict: the post-hook {_hook_name(hook)} of {type(self).__name__} returned a value; "
+                       "it must return None (change incompatible_keys' lists in place)")
+                raise XpgradTypeError(msg)
 
     # ------------------------------------------------------------------ moving
     def to(self, device: Any = None, dtype: Any = None, *, xp: Any = None) -> Module:
@@ -601,6 +720,156 @@ class Module:
         self._forward_hooks[handle.id] = hook
         return handle
 
+    def _hook_table(self, name: str, hook: Any, func: str, prepend: bool = False) -> RemovableHandle:
+        """Add ``hook`` to the table ``name`` (made at the first hook: a module without any costs nothing)."""
+        if not callable(hook):
+            msg = f"{func}: expected a callable hook, got {type(hook).__name__} {hook!r}"
+            raise XpgradTypeError(msg)
+        self._check_ready(func)
+        table = self.__dict__.get(name)
+        if table is None:
+            table = OrderedDict()
+            object.__setattr__(self, name, table)
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, prefix, keep_vars)`` as ``state_dict()`` reaches this module, before its entries.
+
+        ``prefix`` is the module's name with a trailing dot (``""`` at the top), as in torch.
+        Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._hook_table("_state_dict_pre_hooks", hook, "register_state_dict_pre_hook")
+
+    def register_state_dict_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict()`` added this module's entries.
+
+        The hook changes ``state_dict`` in place and returns None (a result raises, as in torch).
+        ``prefix`` is as for [`register_state_dict_pre_hook`][xpgrad.nn.Module.register_state_dict_pre_hook];
+        ``local_metadata`` is a dict (empty: xpgrad modules have no version). Returns a handle
+        whose ``remove()`` unregisters the hook.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> def drop_bias(mod, sd, prefix, meta):
+            ...     del sd[prefix + "bias"]
+            >>> m = xg.nn.Linear(2, 2)
+            >>> h = m.register_state_dict_post_hook(drop_bias)
+            >>> list(m.state_dict())
+            ['weight']
+        """
+        if callable(hook):
+            try:  # (as torch marks it: state_dict then refuses a result)
+                hook._from_public_api = True  # type: ignore[attr-defined]
+            except AttributeError:  # (a bound method, a builtin: a function that calls it carries the mark)
+                inner = hook
+
+                def hook(*args: Any) -> Any:
+                    return inner(*args)
+
+                hook.__qualname__ = _hook_name(inner)
+                hook._from_public_api = True  # type: ignore[attr-defined]
+        return self._hook_table("_state_dict_hooks", hook, "register_state_dict_post_hook")
+
+    def _register_state_dict_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """torch's older post-hook: as [`register_state_dict_post_hook`][xpgrad.nn.Module.register_state_dict_post_hook],
+        but a non-None result replaces the state dict (where the hook is the top module's)."""
+        if getattr(hook, "_from_public_api", False):
+            msg = (f"_register_state_dict_hook: {_hook_name(hook)} is already a state_dict hook registered with "
+                   "register_state_dict_post_hook (which must return None); register it with one of the two")
+            raise XpgradValueError(msg)
+        return self._hook_table("_state_dict_hooks", hook, "_register_state_dict_hook")
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)``
+        before ``load_state_dict`` loads.
+
+        As in torch, the hook may change ``state_dict`` in place (rename old keys, convert
+        values): it is a copy (the caller's mapping is not changed), and a submodule's hook sees
+        the entries under its ``prefix`` (its name and a dot) only. It may append to
+        ``missing_keys``, ``unexpected_keys`` (reported, and errors when ``strict``) and
+        ``error_msgs`` (errors). ``strict`` is True whatever the call's, as torch passes it.
+        Hooks run top module first. Returns a handle whose
+        ``remove()`` unregisters the hook.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> def rename(mod, sd, prefix, meta, strict, missing, unexpected, errors):
+            ...     if prefix + "w" in sd:
+            ...         sd[prefix + "weight"] = sd.pop(prefix + "w")
+            >>> m = xg.nn.Linear(2, 2, bias=False)
+            >>> h = m.register_load_state_dict_pre_hook(rename)
+            >>> m.load_state_dict({"w": xg.zeros((2, 2))})
+            IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        """
+        return self._hook_table("_load_state_dict_pre_hooks", hook, "register_load_state_dict_pre_hook")
+
+    def register_load_state_dict_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, incompatible_keys)`` after ``load_state_dict`` loaded (each module after its submodules).
+
+        ``incompatible_keys`` has the lists ``missing_keys`` and ``unexpected_keys``; the hook
+        may change them in place, and ``strict`` is checked after the hooks (clearing them
+        avoids the error; where an error remains, the module is put back as it was). The
+        hook returns None. Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._hook_table("_load_state_dict_post_hooks", hook, "register_load_state_dict_post_hook")
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` when the gradients of the module's outputs are computed.
+
+        ``grad_output`` is a tuple with one entry per output (the forward's tuple, or its one
+        result): a Tensor, or None for an output that is no Tensor requiring grad or got no
+        gradient. A non-None result (a tuple of as many entries) replaces it, for the rest of
+        the backward pass and for the full backward hooks. Hooks run in registration order
+        (``prepend=True``: first); those registered when the module is called apply to that
+        call. Returns a handle whose ``remove()`` unregisters the hook. Not inside
+        [`xg.jit`][xpgrad.jit] or [`xg.vmap`][xpgrad.vmap]: the call raises there.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> m = xg.nn.Linear(2, 1)
+            >>> h = m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 0.5,))
+            >>> x = xg.asarray([[1.0, 2.0]], dtype=xg.float32)
+            >>> xg.sum(m(x)).backward()
+            >>> m.bias.grad
+            Tensor([0.5], dtype=float32, device=cpu)
+            >>> h.remove()
+        """
+        return self._hook_table("_backward_pre_hooks", hook, "register_full_backward_pre_hook", prepend)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's inputs are computed.
+
+        As torch's: ``grad_input`` has one entry per positional argument of the call (keyword
+        arguments are not in it): the gradient of a Tensor that requires grad, else None (where
+        torch gives zeros for a Tensor that does not require grad, or got no gradient, xpgrad
+        gives None, as it does without the hook). ``grad_output`` is what the backward
+        pre-hooks (see [`register_full_backward_pre_hook`][xpgrad.nn.Module.register_full_backward_pre_hook])
+        left. A non-None result (a tuple of as many entries) replaces ``grad_input``: that is
+        the gradient the inputs get. The hook fires once per backward pass through a call.
+        When no input requires grad (the first layer of a model called on data), it fires as the
+        outputs' gradients are computed, with ``grad_input`` all None, and warns (as torch).
+        Hooks run in registration order (``prepend=True``: first); those registered when the
+        module is called apply to that call. Returns a handle whose ``remove()`` unregisters
+        the hook. Not inside [`xg.jit`][xpgrad.jit] or [`xg.vmap`][xpgrad.vmap]: the call
+        raises there (a jitted program replays array operations, not Python hooks).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> seen = []
+            >>> m = xg.nn.Linear(2, 1)
+            >>> h = m.register_full_backward_hook(lambda mod, gi, go: seen.append(gi[0].shape))
+            >>> x = xg.asarray([[1.0, 2.0]], dtype=xg.float32, requires_grad=True)
+            >>> xg.sum(m(x)).backward()
+            >>> seen
+            [(1, 2)]
+            >>> h.remove()
+        """
+        return self._hook_table("_backward_hooks", hook, "register_full_backward_hook", prepend)
+
     # ------------------------------------------------------------------ repr
     def extra_repr(self) -> str:
         """The text inside the parentheses of this module's repr line (override in layers)."""
@@ -620,6 +889,20 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return head + lines[0] + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _owner(key: str, paths: set[str]) -> str:
+    """The path of the deepest module whose name prefixes ``key`` (``""``: the top one)."""
+    parts = key.split(".")
+    for j in range(len(parts) - 1, 0, -1):
+        p = ".".join(parts[:j])
+        if p in paths:
+            return p
+    return ""
+
+
+def _hook_name(hook: Any) -> str:
+    return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or type(hook).__name__
 
 
 def _is_dtype(v: Any) -> bool:

@@ -18,10 +18,16 @@ from .._exceptions import XpgradValueError
 from .._lazy import note_update
 from ..autograd._batched import Batched
 from ..autograd._grad_mode import RECOMPUTING, no_grad
-from ..autograd._tensor import Tensor
+from ..autograd._tensor import Tensor, _wrap
 from ._checks import check_dtype, check_float
 
 __all__ = ["batch_norm", "group_norm"]
+
+
+def _tensor(x: Any) -> Any:
+    """A raw array as a Tensor (a constant; anything else as it is), for the functions that put the input
+    on the left of an operator with a Tensor: array-api-strict's operators raise there instead of deferring."""
+    return x if isinstance(x, Tensor) or not hasattr(x, "shape") else _wrap(x)
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -67,6 +73,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         >>> rm, rv
         (Tensor([0.2, 2. ], dtype=float64, device=cpu), Tensor([ 1.1, 20.9], dtype=float64, device=cpu))
     """
+    input = _tensor(input)  # noqa: A001 - (a raw array-api-strict array refuses `input - mu`)
     func = "batch_norm"
     check_dtype(input, func, weight, bias, running_mean, running_var)
     check_float(input, func)

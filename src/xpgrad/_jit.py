@@ -630,8 +630,129 @@ def _ident(s: str) -> str:
 
 
 # ---------------------------------------------------------------- one cached trace
+class _Capture:
+    """A trace's run (a stage of `Jitted._trace_call`): ``f`` once on tracers, its backward
+    where its results require grad, and what the call changed (the program's extra outputs).
+
+    The arguments' arrays, the Tensors' data and gradients and the state numbers become the
+    trace's inputs while ``f`` runs; after it, whatever it raised, each holds its first
+    call's value again (the call was one eager run).
+    """
+
+    def __init__(self, name: str, flat: _Flat, cells: _Cells) -> None:
+        self.trace = Trace(name)
+        self.flat, self.cells = flat, cells
+        self.versions = [t._version[0] for t in cells.tensors]
+        self.structure = [o._jit_structure() for o in flat.objects]  # (a call that changes it is not cached)
+        self.steps = [o._jit_count() for o in flat.objects]
+        self.leaf_tracers: list[Tracer] = []
+        self.tensor_in: list[Tracer] = []
+        self.grad_in: list[Tracer] = []
+        self.grads0: list[Any] = []
+        self.number_kinds: list[tuple[Any, Any, Any]] = []
+        self.number_in: list[tuple[Any, Tracer]] = []  # (each number's value, its input)
+        self.outputs: list[Any] = []  # the program's outputs: a slot, or ("const", value)
+        self.out_tmpl: Any = None
+        self.rebind: list[tuple[tuple[int, int], int]] = []
+        self.new_grads: list[tuple[int, Any]] = []
+        self.numbers: list[tuple[int, int]] = []
+        self.linear: _Linear | None = None
+
+    def run(self, f: Callable[..., Any], targs: Any, tkw: Any) -> None:
+        """Run ``f`` on tracers, recording its calls; put the first call's values back after."""
+        token = TRACE.set(self.trace)
+        with _ACTIVE_LOCK:
+            _tracing.ACTIVE[0] += 1
+        try:
+            self._inputs()
+            out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            self.out_tmpl = _out_template(out, self.outputs, self.flat.tensors)
+            self._changes()
+            # outputs that require grad: the backward of the call is traced too, from cotangents that
+            # are inputs of the trace, and the trace is split in two programs (see _Linear)
+            if GRAD_ENABLED.get():
+                req = [t for t in self.cells.tensors if t._requires_grad]
+                grad_leaves = _grad_leaves(out, self.flat.tensors)
+                if req and grad_leaves:
+                    self.linear = _trace_backward(self.trace, req, grad_leaves)
+        finally:
+            TRACE.reset(token)
+            with _ACTIVE_LOCK:
+                _tracing.ACTIVE[0] -= 1
+            self._restore()
+
+    def _inputs(self) -> None:
+        """The trace's inputs: the array arguments, the Tensors' data, their gradients, the numbers."""
+        trace, cells = self.trace, self.cells
+        for a in self.flat.leaves:
+            self.leaf_tracers.append(trace.input(a, backend_namespace(a), "an argument"))
+        for t in cells.tensors:
+            tr = trace.input(t.data, backend_namespace(t.data), "a Tensor argument")
+            self.tensor_in.append(tr)
+            t.data = tr
+        for g in cells.grad_tensors:
+            tr = trace.input(g.data, backend_namespace(g.data), "a gradient")
+            self.grad_in.append(tr)
+            g.data = tr
+        self.grads0 = [t.grad for t in cells.tensors]
+        for d, name, like in cells.numbers:
+            v = d[name]
+            kind = _number_kind(like.data._w, v)
+            self.number_kinds.append(kind)
+            tr = trace.input(_as_number_array(v, kind), kind[0], f"the optimizer's {name!r}")
+            self.number_in.append((v, tr))
+            d[name] = tr
+
+    def _changes(self) -> None:
+        """What the call changed: rebound Tensor data, new gradients, state numbers (each an output)."""
+        trace, cells, outputs = self.trace, self.cells, self.outputs
+        # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
+        functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
+        self.rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, self.tensor_in),
+                       (cells.grad_tensors, self.grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
+                       if t.data is not tr or tr._i in functional]
+        for i, (t, g0) in enumerate(zip(cells.tensors, self.grads0)):
+            gnew = t.grad
+            if gnew is not g0:
+                self.new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
+        # (a number the call left alone, the learning rate, is no output: it stays the user's)
+        # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
+        # an immutable array: the learning rate stays the user's number there too)
+        written = {x.writes for x in trace.instructions if x.writes is not None
+                   and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
+        number_in = self.number_in
+        self.numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
+                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
+
+    def _restore(self) -> None:
+        """The arguments hold the first call's values (the witnesses): this call was one eager run."""
+        cells = self.cells
+        for obj in (*cells.tensors, *cells.grad_tensors):
+            if type(obj.data) is Tracer:
+                obj.data = obj.data._w
+        for t in [*cells.tensors, *(x for o in self.flat.objects for x in o._jit_state()[1])]:
+            if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
+                t.data = t.data._w
+            g = t.grad
+            if g is not None and type(g.data) is Tracer:
+                g.data = g.data._w
+        kept = {k for k, _ in self.numbers}
+        for k, (d, name, _) in enumerate(cells.numbers):
+            if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
+                d[name] = d[name]._w if k in kept or d[name] is not self.number_in[k][1] else self.number_in[k][0]
+
+    def first_result(self) -> tuple[Any, ...]:
+        """The first call's result: the program's outputs as the trace computed them."""
+        return tuple(self.trace.witness[o] if isinstance(o, int) else o[1] for o in self.outputs)
+
+
 class _Entry:
-    """One signature's program, with how to feed it and where its results go."""
+    """One signature's program, with how to feed it and where its results go.
+
+    Built from a trace's run (`_Capture`): the partial-evaluation split where results
+    require grad (`_Linear.split`), the passes and the generated source (`Program`), and
+    the runner of the backend (`_backend_runner`).
+    """
 
     program: Program
     out_tmpl: Any
@@ -649,6 +770,36 @@ class _Entry:
     linear: _Linear | None  # the backward program, where results required grad when traced
 
     run: Callable[..., tuple[Any, ...]]
+
+    def __init__(self, key: Any, cap: _Capture, name: str, compile: str | None, donated: set[int]) -> None:  # noqa: A002
+        flat, cells, trace = cap.flat, cap.cells, cap.trace
+        self.key = key
+        self.out_tmpl = cap.out_tmpl
+        self.rebind = cap.rebind
+        self.new_grads = cap.new_grads
+        self.number_cells = cap.numbers
+        self.number_kinds = cap.number_kinds
+        self.counts = [o._jit_count() - c for o, c in zip(flat.objects, cap.steps)]
+        self.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, cap.versions)) if t._version[0] != v]
+        self.grad_outputs = _grad_outputs(cap.out_tmpl)
+        self.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or self.grad_outputs)
+        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
+        self.n_out = len(cap.outputs)
+        self.linear = lin = cap.linear
+        run_trace = trace if lin is None else self._split(lin, cap, name, compile, reuse)
+        self.program = Program(run_trace, cap.outputs, donated, name, reuse)  # (the passes run here)
+        self.run = _backend_runner(self.program, run_trace, compile, donated)
+        self.donated = [k for k, s in enumerate(run_trace.inputs) if s in donated]
+
+    def _split(self, lin: _Linear, cap: _Capture, name: str, compile: str | None, reuse: bool) -> Trace:  # noqa: A002
+        """Partial evaluation: the backward program apart; the forward's trace, which also returns the residuals."""
+        run_trace = lin.split(cap.trace, cap.outputs, name, compile, reuse)
+        lin.kept = [i for i, (t, tr) in enumerate(zip(cap.cells.tensors, cap.tensor_in))
+                    if not t._requires_grad and tr._i in lin.residuals]
+        # (what a recomputation for create_graph could not reproduce: state the call changes)
+        lin.changes_state = bool(self.rebind or self.new_grads or self.number_cells or self.bumps
+                                 or any(self.counts) or _writes_inputs(run_trace))
+        return run_trace
 
 
 class Jitted:
@@ -839,145 +990,53 @@ class Jitted:
 
     def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *,
                     keep: bool) -> tuple[_Entry, tuple[Any, ...]]:
-        if self.compile == "torch":  # (refused before f runs: torch.compile takes torch tensors only)
+        """Trace a call whose signature (`_split`: arguments and guards) is ``key``: run ``f`` on
+        tracers (`_Capture`), build its entry (the partial-evaluation split, the passes, the
+        program and its runner: `_Entry`), and cache it where ``keep`` and the call left the
+        Python state it reads as it was. Returns the entry and the call's result."""
+        self._check_compile(flat, cells)
+        cap = _Capture(self._name, flat, cells)
+        cap.run(self.f, targs, tkw)
+        with self._lock:
+            self._traces += 1
+        entry = _Entry(key, cap, self._name, self.compile, self._donated(flat, targs, tkw, cap.leaf_tracers))
+        result = cap.first_result()
+        cap.trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
+        if keep and key is not None and self._unchanged(cap, targs, tkw):
+            self._store(key, entry)
+        return entry, result
+
+    def _check_compile(self, flat: _Flat, cells: _Cells) -> None:
+        """Refuse ``compile="torch"`` of arrays that are not torch's (before ``f`` runs: torch.compile takes torch tensors only)."""
+        if self.compile == "torch":
             libs = {type(a).__module__.split(".")[0] for a in (*flat.leaves, *(t.data for t in cells.tensors))}
             if libs - {"torch"}:
                 msg = f"jit({self._name}, compile='torch'): the arguments are {sorted(libs)} arrays; torch.compile takes torch tensors"
                 raise XpgradValueError(msg)
-        trace = Trace(self._name)
-        entry = _Entry()
-        entry.key = key
-        token = TRACE.set(trace)
-        with _ACTIVE_LOCK:
-            _tracing.ACTIVE[0] += 1
-        swapped: list[tuple[Tensor, Any]] = []
-        versions = [t._version[0] for t in cells.tensors]
-        before_structure = [o._jit_structure() for o in flat.objects]
-        steps = [o._jit_count() for o in flat.objects]
-        number_in: list[tuple[Any, Tracer]] = []  # (the finally below puts the numbers back, whatever f raised)
-        kept: set[int] = set()
-        try:
-            leaf_tracers = []
-            for a in flat.leaves:
-                leaf_tracers.append(trace.input(a, backend_namespace(a), "an argument"))
-            tensor_in = []
-            for t in cells.tensors:
-                swapped.append((t, t.data))
-                tr = trace.input(t.data, backend_namespace(t.data), "a Tensor argument")
-                tensor_in.append(tr)
-                t.data = tr
-            grad_in = []
-            for g in cells.grad_tensors:
-                swapped.append((g, g.data))
-                tr = trace.input(g.data, backend_namespace(g.data), "a gradient")
-                grad_in.append(tr)
-                g.data = tr
-            grads0 = [t.grad for t in cells.tensors]
-            number_kinds = []
-            for d, name, like in cells.numbers:
-                v = d[name]
-                kind = _number_kind(like.data._w, v)
-                number_kinds.append(kind)
-                tr = trace.input(_as_number_array(v, kind), kind[0], f"the optimizer's {name!r}")
-                number_in.append((v, tr))
-                d[name] = tr
-            args = _rebuild(targs, leaf_tracers)
-            kw = _rebuild(tkw, leaf_tracers)
-            out = self.f(*args, **kw)
-            outputs: list[Any] = []
-            out_tmpl = _out_template(out, outputs, flat.tensors)
-            # what the call changed: rebound Tensor data, new gradients, state numbers
-            # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
-            functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
-            rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, tensor_in),
-                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
-                      if t.data is not tr or tr._i in functional]
-            new_grads: list[tuple[int, Any]] = []
-            for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
-                gnew = t.grad
-                if gnew is not g0:
-                    new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
-            # (a number the call left alone, the learning rate, is no output: it stays the user's)
-            # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
-            # an immutable array: the learning rate stays the user's number there too)
-            written = {x.writes for x in trace.instructions if x.writes is not None
-                       and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
-            numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
-                       enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
-            kept = {k for k, _ in numbers}
-            # outputs that require grad: the backward of the call is traced too, from cotangents that
-            # are inputs of the trace, and the trace is split in two programs (see _Linear)
-            lin = None
-            if GRAD_ENABLED.get():
-                req = [t for t in cells.tensors if t._requires_grad]
-                grad_leaves = _grad_leaves(out, flat.tensors)
-                if req and grad_leaves:
-                    lin = _trace_backward(trace, req, grad_leaves)
-        finally:
-            TRACE.reset(token)
-            with _ACTIVE_LOCK:
-                _tracing.ACTIVE[0] -= 1
-            # the arguments hold the first call's values (the witnesses): this call was one eager run
-            for obj in (*cells.tensors, *cells.grad_tensors):
-                if type(obj.data) is Tracer:
-                    obj.data = obj.data._w
-            for t in [*cells.tensors, *(x for o in flat.objects for x in o._jit_state()[1])]:
-                if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
-                    t.data = t.data._w
-                g = t.grad
-                if g is not None and type(g.data) is Tracer:
-                    g.data = g.data._w
-            for k, (d, name, _) in enumerate(cells.numbers):
-                if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
-                    d[name] = d[name]._w if k in kept or d[name] is not number_in[k][1] else number_in[k][0]
-        with self._lock:
-            self._traces += 1
+
+    def _donated(self, flat: _Flat, targs: Any, tkw: Any, leaf_tracers: list[Tracer]) -> set[int]:
+        """The trace inputs of the donated arguments (``donate_argnums`` and ``donate_argnames``)."""
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
         donated |= {s for k in self.donate_argnames if k in tkw for s in _donated_slots(k, flat, tkw, leaf_tracers)}
-        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
-        run_trace = trace
-        entry.n_out = len(outputs)
-        entry.linear = None
-        if lin is not None:  # (the forward program also returns the residuals the backward program reads)
-            run_trace = lin.split(trace, outputs, self._name, self.compile, reuse)
-            entry.linear = lin
-            lin.kept = [i for i, (t, tr) in enumerate(zip(cells.tensors, tensor_in))
-                        if not t._requires_grad and tr._i in lin.residuals]
-        program = Program(run_trace, outputs, donated, self._name, reuse)
-        entry.program = program
-        entry.out_tmpl = out_tmpl
-        entry.rebind = rebind
-        entry.new_grads = new_grads
-        entry.number_cells = numbers
-        entry.number_kinds = number_kinds
-        entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
-        entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
-        entry.grad_outputs = _grad_outputs(out_tmpl)
-        entry.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or entry.grad_outputs)
-        if lin is not None:
-            # (what a recomputation for create_graph could not reproduce: state the call changes)
-            lin.changes_state = bool(entry.rebind or entry.new_grads or entry.number_cells or entry.bumps
-                                     or any(entry.counts) or _writes_inputs(run_trace))
-        entry.run = _backend_runner(program, run_trace, self.compile, donated)
-        entry.donated = [k for k, s in enumerate(run_trace.inputs) if s in donated]
-        # the first call's result: the program's outputs as the trace computed them
-        result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
-        trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
-        cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
-        # (a call that changes the Python state it reads, a counter it increments, is not replayed: it
-        # traces again, as its Python runs at every eager call)
-        if cacheable:
-            try:
-                cacheable = self._guards(_Flat(), targs, tkw)[1] == flat.key[-1][1]
-            except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
-                cacheable = False
-        if cacheable:
-            with self._lock:
-                self._cache[key] = entry
-                while len(self._cache) > self.cache_size:
-                    old = self._cache.popitem(last=False)[1]
-                    self._fast = {k: e for k, e in self._fast.items() if e is not old}
-        return entry, result
+        return donated
+
+    def _unchanged(self, cap: _Capture, targs: Any, tkw: Any) -> bool:
+        """Whether the call left the Python state it reads as it found it. (A call that changes it, a
+        counter it increments, is not replayed: it traces again, as its Python runs at every eager call.)"""
+        if cap.structure != [o._jit_structure() for o in cap.flat.objects]:
+            return False
+        try:
+            return bool(self._guards(_Flat(), targs, tkw)[1] == cap.flat.key[-1][1])
+        except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
+            return False
+
+    def _store(self, key: Any, entry: _Entry) -> None:
+        """Cache ``entry`` (the least recently used entry beyond ``cache_size`` goes)."""
+        with self._lock:
+            self._cache[key] = entry
+            while len(self._cache) > self.cache_size:
+                old = self._cache.popitem(last=False)[1]
+                self._fast = {k: e for k, e in self._fast.items() if e is not old}
 
 
 def _slot(v: Any, outputs: list[Any]) -> int:

@@ -34,7 +34,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import array_api_compat
 import numpy as np
@@ -57,6 +57,10 @@ from .autograd._tensor import Tensor
 from .random import _current as _current_generator
 from .tree_util import PyTreeDef, tree_flatten, tree_leaves
 
+if TYPE_CHECKING:  # (the classes that implement JitStateful: mypy checks them against it below)
+    from .nn.module import Module
+    from .optim.optimizer import Optimizer
+
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
 
@@ -70,6 +74,46 @@ class CacheInfo(NamedTuple):
     traces: int
     maxsize: int
     currsize: int
+
+
+# ---------------------------------------------------------------- the protocol of objects whose arrays are state
+@runtime_checkable
+class JitStateful(Protocol):
+    """What ``xg.jit`` asks of an object whose arrays are state, not arguments: the hooks a
+    `Module` (``nn/module.py``) and an `Optimizer` (``optim/optimizer.py``) implement.
+
+    Such an object, passed to a jitted call or reached by what ``f`` reads (`_Guards`), is
+    in the call's signature by `_jit_state`'s static part (and, a Module, by its attributes
+    and hooks); its Tensors and numbers are inputs of the program, read at every call and
+    written back. jit recognizes one by its ``_jit_state`` attribute (a lookup on every call,
+    cheaper than an ``isinstance`` check of a runtime protocol, which says the same).
+    """
+
+    def _jit_state(self) -> tuple[Any, list[Tensor]]:
+        """(the static part of the signature: hashable, the Tensors a call reads and may rebind)."""
+        ...
+
+    def _jit_structure(self) -> Any:
+        """What the object holds (its parameters' and buffers' names, its state's keys): a call that
+        changes it is not cached (it traces again)."""
+        ...
+
+    def _jit_numbers(self) -> list[tuple[dict[str, Any], str, Tensor]]:
+        """The Python numbers (or 0-d arrays) a call reads and may rebind, each an input of the program
+        (a learning rate, Adam's step): ``(dict, key, a Tensor whose array it is made beside)``."""
+        ...
+
+    def _jit_count(self) -> int:
+        """The steps taken so far (an optimizer's): a replay makes as many as the traced call made."""
+        ...
+
+    def _jit_replayed(self, count: int) -> None:
+        """Told after a replayed call that made ``count`` steps (an optimizer's bookkeeping)."""
+        ...
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTERS: tuple[type[JitStateful], ...] = (Module, Optimizer)
 
 
 # ---------------------------------------------------------------- arguments: flattening
@@ -322,7 +366,7 @@ class _Flat:
     def __init__(self) -> None:
         self.leaves: list[Any] = []  # raw arrays passed as such (their position in the program's inputs)
         self.tensors: dict[int, Tensor] = {}  # every Tensor the call hands over, by id
-        self.objects: list[Any] = []  # Modules and optimizers
+        self.objects: list[JitStateful] = []  # Modules and optimizers
         self.key: list[Any] = []
 
 
@@ -975,7 +1019,8 @@ class Jitted:
         snap = _snapshot(cells)
         # the trace is an eager run, which updates state in place (an optimizer step, running
         # statistics): it runs on copies, and the state dicts of optimizers are put back after
-        states = [(o, {k: dict(v) for k, v in o.state.items()}) for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+        optimizers: list[Any] = [o for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+        states = [(o, {k: dict(v) for k, v in o.state.items()}) for o in optimizers]
         for t in (*cells.tensors, *cells.grad_tensors):
             t.data = backend_namespace(t.data).asarray(t.data, copy=True)
         try:

@@ -39,18 +39,19 @@ class PassState:
 
     def tracers_of(self, x: Instruction) -> list[Tracer]:
         """``x``'s traced arguments (in its args, then its kwargs)."""
-        hit = self.reads.get(id(x))
-        if hit is not None and hit[0] is x:
-            return hit[1]
-        ts = _tracing._tracers_in((x.args, x.kwargs))
-        self.reads[id(x)] = (x, ts)
-        return ts
+        return _tracers_of(x, self)
 
 
 def _tracers_of(x: Instruction, state: PassState | None) -> list[Tracer]:
-    if state is not None:
-        return state.tracers_of(x)
-    return _tracing._tracers_in((x.args, x.kwargs))
+    if state is None:
+        return _tracing._tracers_in((x.args, x.kwargs))
+    reads = state.reads  # (the cache, here rather than in a method: one call per lookup, as many as passes make)
+    hit = reads.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    ts = _tracing._tracers_in((x.args, x.kwargs))
+    reads[id(x)] = (x, ts)
+    return ts
 
 
 def dead_code(ins: list[Instruction], outputs: list[Any], state: PassState | None = None) -> list[Instruction]:

@@ -235,6 +235,7 @@ class _Guards:
         self.state = False  # whether anything but code was found
 
     def walk(self, v: Any, depth: int = 0) -> None:
+        """Append ``v``'s guard to `key` (scalars, containers and functions here; the rest: `_walk_object`)."""
         key = self.key
         t = type(v)
         if t is _Leaf or v is None:
@@ -260,14 +261,6 @@ class _Guards:
         if depth > 12 or self.budget < 0:
             key.append(("id", t, i))
             return
-        if isinstance(v, Tensor):
-            if self.eager and (v._fw or getattr(v, "_inner", None) is not None
-                               or (v._node is not None and GRAD_ENABLED.get())):
-                raise _Eager
-            self.flat.tensors.setdefault(i, v)
-            key.append("T")
-            self.state = True
-            return
         if t is tuple or t is list or t is set or t is frozenset:
             key.append((t, len(v)))
             for x in v:
@@ -279,22 +272,37 @@ class _Guards:
                 self.walk(k, depth + 1)
                 self.walk(x, depth + 1)
             return
-        if t is types.FunctionType:
-            key.append(("F", v.__code__))
-            for c in v.__closure__ or ():
-                try:
-                    x = c.cell_contents
-                except ValueError:  # (a cell not filled yet)
-                    continue
-                self.walk(x, depth + 1)
-            self.walk(v.__defaults__, depth + 1)
-            self.walk(v.__kwdefaults__, depth + 1)
-            if not _library(v):
-                glb = v.__globals__
-                for name in _code_names(v.__code__):
-                    if name in glb:
-                        key.append(name)
-                        self.walk(glb[name], depth + 1)
+        if t is not types.FunctionType:
+            self._walk_object(v, t, i, depth)
+            return
+        key.append(("F", v.__code__))  # (a function: its code, closures, defaults, and the globals its code names)
+        for c in v.__closure__ or ():
+            try:
+                x = c.cell_contents
+            except ValueError:  # (a cell not filled yet)
+                continue
+            self.walk(x, depth + 1)
+        self.walk(v.__defaults__, depth + 1)
+        self.walk(v.__kwdefaults__, depth + 1)
+        if not _library(v):
+            glb = v.__globals__
+            for name in _code_names(v.__code__):
+                if name in glb:
+                    key.append(name)
+                    self.walk(glb[name], depth + 1)
+
+    def _walk_object(self, v: Any, t: type, i: int, depth: int) -> None:
+        """Any object but a scalar, a container or a function: a Tensor (an implicit input), a method,
+        a partial, a jitted function, an array (a constant of the program), a Module or an optimizer
+        (`JitStateful`), a plain object (what it holds), a hashable value, or else its identity."""
+        key = self.key
+        if isinstance(v, Tensor):
+            if self.eager and (v._fw or getattr(v, "_inner", None) is not None
+                               or (v._node is not None and GRAD_ENABLED.get())):
+                raise _Eager
+            self.flat.tensors.setdefault(i, v)
+            key.append("T")
+            self.state = True
             return
         if t is types.MethodType:
             self.walk(v.__self__, depth + 1)
@@ -312,36 +320,9 @@ class _Guards:
         if t is Tracer or _is_raw_array(v):  # (a constant of the program: the same array, or a new one)
             key.append(("A", i))
             return
-        jit_state = getattr(v, "_jit_state", None)
-        if jit_state is not None:  # a Module or an optimizer: its arrays are state, its attributes guarded
-            passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
-            if not passed:
-                static, tensors = jit_state()
-                self.objects.append((i, static))
-                for tt in tensors:
-                    self.flat.tensors.setdefault(id(tt), tt)
-            if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
-                if not passed:  # (an optimizer the call reaches: its numbers too)
-                    self.flat.objects.append(v)
-                return
-            stack, mods = [v], {i}
-            while stack:  # (every submodule: its attributes and hooks)
-                m = stack.pop()
-                d = m.__dict__
-                pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-                key.append(("M", id(m), len(pre or ()), len(post or ())))
-                if pre:
-                    self.walk(tuple(pre.values()), depth + 1)
-                if post:
-                    self.walk(tuple(post.values()), depth + 1)
-                for k, x in d.items():
-                    if k not in _MODULE_TABLES:
-                        key.append(k)
-                        self.walk(x, depth + 1)
-                for sub in reversed(d["_modules"].values()):
-                    if sub is not None and id(sub) not in mods:
-                        mods.add(id(sub))
-                        stack.append(sub)
+        jit_state = getattr(v, "_jit_state", None)  # (JitStateful's hook; looked up, not isinstance: faster)
+        if jit_state is not None:
+            self._walk_stateful(v, i, depth)
             return
         if getattr(v, "_xg_batched", False):
             raise _Eager
@@ -356,6 +337,39 @@ class _Guards:
             key.append(("id", t, i))
             return
         key.append((t, v))
+
+    def _walk_stateful(self, v: JitStateful, i: int, depth: int) -> None:
+        """A Module or an optimizer: its arrays are state, its attributes and hooks guarded."""
+        passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
+        if not passed:
+            static, tensors = v._jit_state()
+            self.objects.append((i, static))
+            for tt in tensors:
+                self.flat.tensors.setdefault(id(tt), tt)
+        if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
+            if not passed:  # (an optimizer the call reaches: its numbers too)
+                self.flat.objects.append(v)
+            return
+        key = self.key
+        stack: list[Any] = [v]
+        mods = {i}
+        while stack:  # (every submodule: its attributes and hooks)
+            m = stack.pop()
+            d = m.__dict__
+            pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+            key.append(("M", id(m), len(pre or ()), len(post or ())))
+            if pre:
+                self.walk(tuple(pre.values()), depth + 1)
+            if post:
+                self.walk(tuple(post.values()), depth + 1)
+            for k, x in d.items():
+                if k not in _MODULE_TABLES:
+                    key.append(k)
+                    self.walk(x, depth + 1)
+            for sub in reversed(d["_modules"].values()):
+                if sub is not None and id(sub) not in mods:
+                    mods.add(id(sub))
+                    stack.append(sub)
 
 
 class _Flat:
@@ -847,7 +861,17 @@ class _Entry:
 
 
 class Jitted:
-    """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit]."""
+    """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit].
+
+    ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
+    ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
+    new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
+    results; later calls run the recorded program. Modules and optimizers passed as
+    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
+    buffers, gradients and optimizer state are read and written back by each call. Python
+    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
+    traces again).
+    """
 
     def __init__(self, f: Callable[..., Any], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
                  donate_argnums: tuple[int, ...], compile: str | None, cache_size: int,  # noqa: A002
@@ -1459,14 +1483,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         cache_size: int = 64) -> Any:
     """Trace ``f`` once per signature, then replay its program of backend calls with no tape.
 
-    ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
-    ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
-    new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
-    results; later calls run the recorded program. Modules and optimizers passed as
-    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
-    buffers, gradients and optimizer state are read and written back by each call. Python
-    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
-    traces again).
+    What ``f`` may call, and what is state or static: see [`Jitted`][xpgrad._jit.Jitted].
 
     Args:
         f: the function (``jit`` also works as a decorator, with or without arguments).
@@ -1505,23 +1522,25 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         ((3, 2), 1)
     """
     if f is None:
-        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, donate_argnames=donate_argnames, compile=compile,
-                             cache_size=cache_size)
+        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
+                             donate_argnames=donate_argnames, compile=compile, cache_size=cache_size)
     if not callable(f):
         msg = f"jit: expected a function, got {type(f).__name__} {f!r}"
         raise XpgradTypeError(msg)
     nums = _positions("static_argnums", static_argnums)
-    donate = _positions("donate_argnums", donate_argnums)
-    if isinstance(static_argnames, str):
-        names: tuple[str, ...] = (static_argnames,)
-    elif isinstance(static_argnames, (tuple, list)) and all(isinstance(n, str) for n in static_argnames):
-        names = tuple(static_argnames)
-    else:
-        msg = f"jit: static_argnames must be a str or a sequence of str, got {type(static_argnames).__name__} {static_argnames!r}"
-        raise XpgradTypeError(msg)
-    given = donate
-    donate, donate_names = _donation(f, donate, _names("donate_argnames", donate_argnames))
+    given = _positions("donate_argnums", donate_argnums)
+    names = _names("static_argnames", static_argnames)
+    donate, donate_names = _donation(f, given, _names("donate_argnames", donate_argnames))
+    _check_options(nums, names, donate, donate_names, cache_size, compile)
+    jitted = Jitted(f, nums, names, donate, compile, cache_size, donate_names)
+    jitted._donate_given = given  # (positions inferred from donate_argnames may be passed by keyword)
+    jitted._donate_by_name = _param_names(f, donate)
+    return jitted
+
+
+def _check_options(nums: tuple[int, ...], names: tuple[str, ...], donate: tuple[int, ...], donate_names: tuple[str, ...],
+                   cache_size: Any, compile: Any) -> None:  # noqa: A002
+    """Refuse `jit`'s options that clash (static and donated) or are bad (``cache_size``, ``compile``)."""
     if set(nums) & set(donate):
         msg = f"jit: an argument cannot be both static and donated: {sorted(set(nums) & set(donate))}"
         raise XpgradValueError(msg)
@@ -1537,10 +1556,6 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     if compile not in (None, "torch"):
         msg = f"jit: compile must be None or 'torch', got {compile!r}"
         raise XpgradValueError(msg)
-    jitted = Jitted(f, nums, names, donate, compile, cache_size, donate_names)
-    jitted._donate_given = given  # (positions inferred from donate_argnames may be passed by keyword)
-    jitted._donate_by_name = _param_names(f, donate)
-    return jitted
 
 
 def _param_names(f: Callable[..., Any], nums: tuple[int, ...]) -> dict[int, str]:
@@ -1554,7 +1569,7 @@ def _param_names(f: Callable[..., Any], nums: tuple[int, ...]) -> dict[int, str]
 
 
 def _names(label: str, value: Any) -> tuple[str, ...]:
-    """``donate_argnames`` as a tuple of str; a clear error otherwise."""
+    """``static_argnames``/``donate_argnames`` as a tuple of str; a clear error otherwise."""
     if isinstance(value, str):
         return (value,)
     if isinstance(value, (tuple, list)) and all(isinstance(n, str) for n in value):

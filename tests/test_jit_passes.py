@@ -16,12 +16,12 @@ import pytest
 import xpgrad as xg
 from xpgrad import _jit_passes as passes
 
-OFF: dict[str, Callable[..., Any]] = {
-    "fold_constants": lambda t, ins, outs: ins,
-    "elide_copies": lambda t, ins, outs: (ins, outs),
-    "fuse_mask_casts": lambda t, ins, outs: ins,
+OFF: dict[str, Callable[..., Any]] = {  # (each pass switched off; the last argument is optimize's PassState)
+    "fold_constants": lambda t, ins, outs, state: ins,
+    "elide_copies": lambda t, ins, outs, state: (ins, outs),
+    "fuse_mask_casts": lambda t, ins, outs, state: ins,
     "direct_calls": lambda t, ins: ins,
-    "fuse_elementwise": lambda t, ins, outs: ins,
+    "fuse_elementwise": lambda t, ins, outs, state: ins,
 }
 
 
@@ -363,3 +363,38 @@ def test_fold_constants_leaves_a_large_constant_to_each_call() -> None:
     small, large = check(f, [(np.arange(8.0),)], "fold_constants")[0], xg.jit(f).trace(np.arange(200_000.0))
     assert "ones_like" not in _names(small) and "zeros" not in _names(small)
     assert "ones_like" in _names(large) and "zeros" in _names(large)  # (1.6 MB each: over FOLD_MAX_BYTES)
+
+
+def test_passes_share_a_state_handed_to_them() -> None:
+    """The passes' shared state (each instruction's reads, computed once) is one object `optimize`
+    makes and hands through them, not module state: while a pass runs the module's globals are
+    what they are outside the passes; a pass given a state caches in it, one called alone
+    caches nothing, and both give the same result."""
+
+    def f(a: Any, b: Any) -> Any:
+        return xg.sum(xg.sin(a) * b + a), b * 2.0
+
+    def module_state() -> dict[str, Any]:
+        return {k: v for k, v in vars(passes).items() if not callable(v) and not k.startswith("__")}
+
+    outside = module_state()
+    states: list[Any] = []
+    real = passes.dead_code
+
+    def spy(ins: Any, outs: Any, state: Any = None) -> Any:
+        states.append(state)
+        assert module_state() == outside
+        return real(ins, outs, state)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(passes, "dead_code", spy)
+        for _ in range(2):
+            prog = xg.jit(f).trace(np.linspace(-1, 1, 6), np.linspace(0.5, 1.5, 6))
+    assert len(states) >= 2 and all(isinstance(st, passes.PassState) for st in states)
+    assert states[0] is not states[-1]  # (one per optimize: nothing carried from one program to the next)
+    ins, outs = prog.instructions, prog.output_slots
+    state = passes.PassState()
+    assert passes.last_uses(ins, outs, state) == passes.last_uses(ins, outs)
+    assert len(state.reads) == len(ins)
+    assert all(state.tracers_of(x) is state.reads[id(x)][1] for x in ins)
+    assert passes.dead_code(ins, outs, state) == passes.dead_code(ins, outs) == ins

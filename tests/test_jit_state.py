@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import xpgrad as xg
 from xpgrad import nn, optim
+from xpgrad._jit import JitStateful
 
 from ._util import to_numpy
 from .conftest import examples_for
@@ -568,3 +569,55 @@ def test_a_module_that_keeps_its_output(backend: Any) -> None:
     for _ in range(5):
         x = xg.asarray(_arr(backend, 4, 3))
         _check(backend, f(m, x), xg.sum(m(x) ** 2))  # (the call after the trace runs f as it is)
+
+
+# ====================================================================== the protocol of stateful objects
+class _Box:
+    """A user's object that implements jit's protocol of stateful objects (`JitStateful`): a Tensor
+    and a step count it keeps, as an optimizer does."""
+
+    def __init__(self, t: xg.Tensor) -> None:
+        self.t = t
+        self.steps = 0
+
+    def _jit_state(self) -> tuple[Any, list[xg.Tensor]]:
+        return ("box",), [self.t]
+
+    def _jit_structure(self) -> Any:
+        return ()
+
+    def _jit_numbers(self) -> list[Any]:
+        return []
+
+    def _jit_count(self) -> int:
+        return self.steps
+
+    def _jit_replayed(self, count: int) -> None:
+        self.steps += count
+
+
+def test_modules_and_optimizers_implement_the_jit_protocol(backend: Any) -> None:
+    """The hooks jit reads of a Module or an optimizer are one declared protocol (JitStateful): every
+    Module and optimizer implements it, and so may a user's object, whose Tensor is then state
+    (read at every call, written back) and whose steps a replay counts as the eager call does."""
+    model = backend.to(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)), dtype=xg.float64)
+    opts = [optim.SGD(model.parameters(), lr=0.1), optim.Adam(model.parameters(), lr=0.01)]
+    for obj in (*model.modules(), *opts):
+        assert isinstance(obj, JitStateful), type(obj)
+    assert not isinstance(xg.Tensor(_arr(backend, 2)), JitStateful)
+
+    def f(box: _Box, x: Any) -> Any:
+        box.t.data = box.t.data * x
+        box.steps += 1
+        return xg.sum(box.t)
+
+    box, twin = _Box(xg.Tensor(_arr(backend, 3))), _Box(xg.Tensor(_arr(backend, 3)))
+    twin.t.data = xg.asarray(box.t.data, copy=True).data
+    assert isinstance(box, JitStateful)
+    g = xg.jit(f)
+    for i in range(_steps(backend)):
+        x = _arr(backend, 3)
+        _check(backend, g(box, x), f(twin, x))
+        _check(backend, box.t, twin.t)
+        assert box.steps == twin.steps == i + 1
+    assert g.cache_info().traces == 1

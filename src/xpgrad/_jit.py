@@ -34,7 +34,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import array_api_compat
 import numpy as np
@@ -57,6 +57,10 @@ from .autograd._tensor import Tensor
 from .random import _current as _current_generator
 from .tree_util import PyTreeDef, is_leaf, tree_flatten, tree_leaves
 
+if TYPE_CHECKING:  # (the classes that implement JitStateful: mypy checks them against it below)
+    from .nn.module import Module
+    from .optim.optimizer import Optimizer
+
 __all__ = ["CacheInfo", "Jitted", "Program", "jit"]
 
 
@@ -70,6 +74,46 @@ class CacheInfo(NamedTuple):
     traces: int
     maxsize: int
     currsize: int
+
+
+# ---------------------------------------------------------------- the protocol of objects whose arrays are state
+@runtime_checkable
+class JitStateful(Protocol):
+    """What ``xg.jit`` asks of an object whose arrays are state, not arguments: the hooks a
+    `Module` (``nn/module.py``) and an `Optimizer` (``optim/optimizer.py``) implement.
+
+    Such an object, passed to a jitted call or reached by what ``f`` reads (`_Guards`), is
+    in the call's signature by `_jit_state`'s static part (and, a Module, by its attributes
+    and hooks); its Tensors and numbers are inputs of the program, read at every call and
+    written back. jit recognizes one by its ``_jit_state`` attribute (a lookup on every call,
+    cheaper than an ``isinstance`` check of a runtime protocol, which says the same).
+    """
+
+    def _jit_state(self) -> tuple[Any, list[Tensor]]:
+        """(the static part of the signature: hashable, the Tensors a call reads and may rebind)."""
+        ...
+
+    def _jit_structure(self) -> Any:
+        """What the object holds (its parameters' and buffers' names, its state's keys): a call that
+        changes it is not cached (it traces again)."""
+        ...
+
+    def _jit_numbers(self) -> list[tuple[dict[str, Any], str, Tensor]]:
+        """The Python numbers (or 0-d arrays) a call reads and may rebind, each an input of the program
+        (a learning rate, Adam's step): ``(dict, key, a Tensor whose array it is made beside)``."""
+        ...
+
+    def _jit_count(self) -> int:
+        """The steps taken so far (an optimizer's): a replay makes as many as the traced call made."""
+        ...
+
+    def _jit_replayed(self, count: int) -> None:
+        """Told after a replayed call that made ``count`` steps (an optimizer's bookkeeping)."""
+        ...
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTERS: tuple[type[JitStateful], ...] = (Module, Optimizer)
 
 
 # ---------------------------------------------------------------- arguments: flattening
@@ -191,6 +235,7 @@ class _Guards:
         self.state = False  # whether anything but code was found
 
     def walk(self, v: Any, depth: int = 0) -> None:
+        """Append ``v``'s guard to `key` (scalars, containers and functions here; the rest: `_walk_object`)."""
         key = self.key
         t = type(v)
         if t is _Leaf or v is None:
@@ -216,14 +261,6 @@ class _Guards:
         if depth > 12 or self.budget < 0:
             key.append(("id", t, i))
             return
-        if isinstance(v, Tensor):
-            if self.eager and (v._fw or getattr(v, "_inner", None) is not None
-                               or (v._node is not None and GRAD_ENABLED.get())):
-                raise _Eager
-            self.flat.tensors.setdefault(i, v)
-            key.append("T")
-            self.state = True
-            return
         if t is tuple or t is list or t is set or t is frozenset:
             key.append((t, len(v)))
             for x in v:
@@ -235,22 +272,37 @@ class _Guards:
                 self.walk(k, depth + 1)
                 self.walk(x, depth + 1)
             return
-        if t is types.FunctionType:
-            key.append(("F", v.__code__))
-            for c in v.__closure__ or ():
-                try:
-                    x = c.cell_contents
-                except ValueError:  # (a cell not filled yet)
-                    continue
-                self.walk(x, depth + 1)
-            self.walk(v.__defaults__, depth + 1)
-            self.walk(v.__kwdefaults__, depth + 1)
-            if not _library(v):
-                glb = v.__globals__
-                for name in _code_names(v.__code__):
-                    if name in glb:
-                        key.append(name)
-                        self.walk(glb[name], depth + 1)
+        if t is not types.FunctionType:
+            self._walk_object(v, t, i, depth)
+            return
+        key.append(("F", v.__code__))  # (a function: its code, closures, defaults, and the globals its code names)
+        for c in v.__closure__ or ():
+            try:
+                x = c.cell_contents
+            except ValueError:  # (a cell not filled yet)
+                continue
+            self.walk(x, depth + 1)
+        self.walk(v.__defaults__, depth + 1)
+        self.walk(v.__kwdefaults__, depth + 1)
+        if not _library(v):
+            glb = v.__globals__
+            for name in _code_names(v.__code__):
+                if name in glb:
+                    key.append(name)
+                    self.walk(glb[name], depth + 1)
+
+    def _walk_object(self, v: Any, t: type, i: int, depth: int) -> None:
+        """Any object but a scalar, a container or a function: a Tensor (an implicit input), a method,
+        a partial, a jitted function, an array (a constant of the program), a Module or an optimizer
+        (`JitStateful`), a plain object (what it holds), a hashable value, or else its identity."""
+        key = self.key
+        if isinstance(v, Tensor):
+            if self.eager and (v._fw or getattr(v, "_inner", None) is not None
+                               or (v._node is not None and GRAD_ENABLED.get())):
+                raise _Eager
+            self.flat.tensors.setdefault(i, v)
+            key.append("T")
+            self.state = True
             return
         if t is types.MethodType:
             self.walk(v.__self__, depth + 1)
@@ -268,36 +320,9 @@ class _Guards:
         if t is Tracer or _is_raw_array(v):  # (a constant of the program: the same array, or a new one)
             key.append(("A", i))
             return
-        jit_state = getattr(v, "_jit_state", None)
-        if jit_state is not None:  # a Module or an optimizer: its arrays are state, its attributes guarded
-            passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
-            if not passed:
-                static, tensors = jit_state()
-                self.objects.append((i, static))
-                for tt in tensors:
-                    self.flat.tensors.setdefault(id(tt), tt)
-            if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
-                if not passed:  # (an optimizer the call reaches: its numbers too)
-                    self.flat.objects.append(v)
-                return
-            stack, mods = [v], {i}
-            while stack:  # (every submodule: its attributes and hooks)
-                m = stack.pop()
-                d = m.__dict__
-                pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-                key.append(("M", id(m), len(pre or ()), len(post or ())))
-                if pre:
-                    self.walk(tuple(pre.values()), depth + 1)
-                if post:
-                    self.walk(tuple(post.values()), depth + 1)
-                for k, x in d.items():
-                    if k not in _MODULE_TABLES:
-                        key.append(k)
-                        self.walk(x, depth + 1)
-                for sub in reversed(d["_modules"].values()):
-                    if sub is not None and id(sub) not in mods:
-                        mods.add(id(sub))
-                        stack.append(sub)
+        jit_state = getattr(v, "_jit_state", None)  # (JitStateful's hook; looked up, not isinstance: faster)
+        if jit_state is not None:
+            self._walk_stateful(v, i, depth)
             return
         if getattr(v, "_xg_batched", False):
             raise _Eager
@@ -313,6 +338,39 @@ class _Guards:
             return
         key.append((t, v))
 
+    def _walk_stateful(self, v: JitStateful, i: int, depth: int) -> None:
+        """A Module or an optimizer: its arrays are state, its attributes and hooks guarded."""
+        passed = any(o is v for o in self.flat.objects)  # (an argument: _flatten took its state)
+        if not passed:
+            static, tensors = v._jit_state()
+            self.objects.append((i, static))
+            for tt in tensors:
+                self.flat.tensors.setdefault(id(tt), tt)
+        if not isinstance(getattr(v, "__dict__", {}).get("_modules"), dict):
+            if not passed:  # (an optimizer the call reaches: its numbers too)
+                self.flat.objects.append(v)
+            return
+        key = self.key
+        stack: list[Any] = [v]
+        mods = {i}
+        while stack:  # (every submodule: its attributes and hooks)
+            m = stack.pop()
+            d = m.__dict__
+            pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+            key.append(("M", id(m), len(pre or ()), len(post or ())))
+            if pre:
+                self.walk(tuple(pre.values()), depth + 1)
+            if post:
+                self.walk(tuple(post.values()), depth + 1)
+            for k, x in d.items():
+                if k not in _MODULE_TABLES:
+                    key.append(k)
+                    self.walk(x, depth + 1)
+            for sub in reversed(d["_modules"].values()):
+                if sub is not None and id(sub) not in mods:
+                    mods.add(id(sub))
+                    stack.append(sub)
+
 
 class _Flat:
     """One call's arguments, flattened: the signature key, the array leaves and the state."""
@@ -322,7 +380,7 @@ class _Flat:
     def __init__(self) -> None:
         self.leaves: list[Any] = []  # raw arrays passed as such (their position in the program's inputs)
         self.tensors: dict[int, Tensor] = {}  # every Tensor the call hands over, by id
-        self.objects: list[Any] = []  # Modules and optimizers
+        self.objects: list[JitStateful] = []  # Modules and optimizers
         self.key: list[Any] = []
 
 
@@ -634,8 +692,129 @@ def _ident(s: str) -> str:
 
 
 # ---------------------------------------------------------------- one cached trace
+class _Capture:
+    """A trace's run (a stage of `Jitted._trace_call`): ``f`` once on tracers, its backward
+    where its results require grad, and what the call changed (the program's extra outputs).
+
+    The arguments' arrays, the Tensors' data and gradients and the state numbers become the
+    trace's inputs while ``f`` runs; after it, whatever it raised, each holds its first
+    call's value again (the call was one eager run).
+    """
+
+    def __init__(self, name: str, flat: _Flat, cells: _Cells) -> None:
+        self.trace = Trace(name)
+        self.flat, self.cells = flat, cells
+        self.versions = [t._version[0] for t in cells.tensors]
+        self.structure = [o._jit_structure() for o in flat.objects]  # (a call that changes it is not cached)
+        self.steps = [o._jit_count() for o in flat.objects]
+        self.leaf_tracers: list[Tracer] = []
+        self.tensor_in: list[Tracer] = []
+        self.grad_in: list[Tracer] = []
+        self.grads0: list[Any] = []
+        self.number_kinds: list[tuple[Any, Any, Any]] = []
+        self.number_in: list[tuple[Any, Tracer]] = []  # (each number's value, its input)
+        self.outputs: list[Any] = []  # the program's outputs: a slot, or ("const", value)
+        self.out_tmpl: Any = None
+        self.rebind: list[tuple[tuple[int, int], int]] = []
+        self.new_grads: list[tuple[int, Any]] = []
+        self.numbers: list[tuple[int, int]] = []
+        self.linear: _Linear | None = None
+
+    def run(self, f: Callable[..., Any], targs: Any, tkw: Any) -> None:
+        """Run ``f`` on tracers, recording its calls; put the first call's values back after."""
+        token = TRACE.set(self.trace)
+        with _ACTIVE_LOCK:
+            _tracing.ACTIVE[0] += 1
+        try:
+            self._inputs()
+            out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            self.out_tmpl = _out_template(out, self.outputs, self.flat.tensors)
+            self._changes()
+            # outputs that require grad: the backward of the call is traced too, from cotangents that
+            # are inputs of the trace, and the trace is split in two programs (see _Linear)
+            if GRAD_ENABLED.get():
+                req = [t for t in self.cells.tensors if t._requires_grad]
+                grad_leaves = _grad_leaves(out, self.flat.tensors)
+                if req and grad_leaves:
+                    self.linear = _trace_backward(self.trace, req, grad_leaves)
+        finally:
+            TRACE.reset(token)
+            with _ACTIVE_LOCK:
+                _tracing.ACTIVE[0] -= 1
+            self._restore()
+
+    def _inputs(self) -> None:
+        """The trace's inputs: the array arguments, the Tensors' data, their gradients, the numbers."""
+        trace, cells = self.trace, self.cells
+        for a in self.flat.leaves:
+            self.leaf_tracers.append(trace.input(a, backend_namespace(a), "an argument"))
+        for t in cells.tensors:
+            tr = trace.input(t.data, backend_namespace(t.data), "a Tensor argument")
+            self.tensor_in.append(tr)
+            t.data = tr
+        for g in cells.grad_tensors:
+            tr = trace.input(g.data, backend_namespace(g.data), "a gradient")
+            self.grad_in.append(tr)
+            g.data = tr
+        self.grads0 = [t.grad for t in cells.tensors]
+        for d, name, like in cells.numbers:
+            v = d[name]
+            kind = _number_kind(like.data._w, v)
+            self.number_kinds.append(kind)
+            tr = trace.input(_as_number_array(v, kind), kind[0], f"the optimizer's {name!r}")
+            self.number_in.append((v, tr))
+            d[name] = tr
+
+    def _changes(self) -> None:
+        """What the call changed: rebound Tensor data, new gradients, state numbers (each an output)."""
+        trace, cells, outputs = self.trace, self.cells, self.outputs
+        # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
+        functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
+        self.rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, self.tensor_in),
+                       (cells.grad_tensors, self.grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
+                       if t.data is not tr or tr._i in functional]
+        for i, (t, g0) in enumerate(zip(cells.tensors, self.grads0)):
+            gnew = t.grad
+            if gnew is not g0:
+                self.new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
+        # (a number the call left alone, the learning rate, is no output: it stays the user's)
+        # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
+        # an immutable array: the learning rate stays the user's number there too)
+        written = {x.writes for x in trace.instructions if x.writes is not None
+                   and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
+        number_in = self.number_in
+        self.numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
+                        enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
+
+    def _restore(self) -> None:
+        """The arguments hold the first call's values (the witnesses): this call was one eager run."""
+        cells = self.cells
+        for obj in (*cells.tensors, *cells.grad_tensors):
+            if type(obj.data) is Tracer:
+                obj.data = obj.data._w
+        for t in [*cells.tensors, *(x for o in self.flat.objects for x in o._jit_state()[1])]:
+            if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
+                t.data = t.data._w
+            g = t.grad
+            if g is not None and type(g.data) is Tracer:
+                g.data = g.data._w
+        kept = {k for k, _ in self.numbers}
+        for k, (d, name, _) in enumerate(cells.numbers):
+            if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
+                d[name] = d[name]._w if k in kept or d[name] is not self.number_in[k][1] else self.number_in[k][0]
+
+    def first_result(self) -> tuple[Any, ...]:
+        """The first call's result: the program's outputs as the trace computed them."""
+        return tuple(self.trace.witness[o] if isinstance(o, int) else o[1] for o in self.outputs)
+
+
 class _Entry:
-    """One signature's program, with how to feed it and where its results go."""
+    """One signature's program, with how to feed it and where its results go.
+
+    Built from a trace's run (`_Capture`): the partial-evaluation split where results
+    require grad (`_Linear.split`), the passes and the generated source (`Program`), and
+    the runner of the backend (`_backend_runner`).
+    """
 
     program: Program
     out_tmpl: Any
@@ -654,9 +833,49 @@ class _Entry:
 
     run: Callable[..., tuple[Any, ...]]
 
+    def __init__(self, key: Any, cap: _Capture, name: str, compile: str | None, donated: set[int]) -> None:  # noqa: A002
+        flat, cells, trace = cap.flat, cap.cells, cap.trace
+        self.key = key
+        self.out_tmpl = cap.out_tmpl
+        self.rebind = cap.rebind
+        self.new_grads = cap.new_grads
+        self.number_cells = cap.numbers
+        self.number_kinds = cap.number_kinds
+        self.counts = [o._jit_count() - c for o, c in zip(flat.objects, cap.steps)]
+        self.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, cap.versions)) if t._version[0] != v]
+        self.grad_outputs = _grad_outputs(cap.out_tmpl)
+        self.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or self.grad_outputs)
+        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
+        self.n_out = len(cap.outputs)
+        self.linear = lin = cap.linear
+        run_trace = trace if lin is None else self._split(lin, cap, name, compile, reuse)
+        self.program = Program(run_trace, cap.outputs, donated, name, reuse)  # (the passes run here)
+        self.run = _backend_runner(self.program, run_trace, compile, donated)
+        self.donated = [k for k, s in enumerate(run_trace.inputs) if s in donated]
+
+    def _split(self, lin: _Linear, cap: _Capture, name: str, compile: str | None, reuse: bool) -> Trace:  # noqa: A002
+        """Partial evaluation: the backward program apart; the forward's trace, which also returns the residuals."""
+        run_trace = lin.split(cap.trace, cap.outputs, name, compile, reuse)
+        lin.kept = [i for i, (t, tr) in enumerate(zip(cap.cells.tensors, cap.tensor_in))
+                    if not t._requires_grad and tr._i in lin.residuals]
+        # (what a recomputation for create_graph could not reproduce: state the call changes)
+        lin.changes_state = bool(self.rebind or self.new_grads or self.number_cells or self.bumps
+                                 or any(self.counts) or _writes_inputs(run_trace))
+        return run_trace
+
 
 class Jitted:
-    """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit]."""
+    """A function compiled by [`jit`][xpgrad.jit]: call it like the function; see [`jit`][xpgrad.jit].
+
+    ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
+    ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
+    new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
+    results; later calls run the recorded program. Modules and optimizers passed as
+    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
+    buffers, gradients and optimizer state are read and written back by each call. Python
+    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
+    traces again).
+    """
 
     def __init__(self, f: Callable[..., Any], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
                  donate_argnums: tuple[int, ...], compile: str | None, cache_size: int,  # noqa: A002
@@ -828,7 +1047,8 @@ class Jitted:
         snap = _snapshot(cells)
         # the trace is an eager run, which updates state in place (an optimizer step, running
         # statistics): it runs on copies, and the state dicts of optimizers are put back after
-        states = [(o, {k: dict(v) for k, v in o.state.items()}) for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+        optimizers: list[Any] = [o for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+        states = [(o, {k: dict(v) for k, v in o.state.items()}) for o in optimizers]
         for t in (*cells.tensors, *cells.grad_tensors):
             t.data = backend_namespace(t.data).asarray(t.data, copy=True)
         try:
@@ -843,145 +1063,53 @@ class Jitted:
 
     def _trace_call(self, key: Any, flat: _Flat, cells: _Cells, targs: Any, tkw: Any, *,
                     keep: bool) -> tuple[_Entry, tuple[Any, ...]]:
-        if self.compile == "torch":  # (refused before f runs: torch.compile takes torch tensors only)
+        """Trace a call whose signature (`_split`: arguments and guards) is ``key``: run ``f`` on
+        tracers (`_Capture`), build its entry (the partial-evaluation split, the passes, the
+        program and its runner: `_Entry`), and cache it where ``keep`` and the call left the
+        Python state it reads as it was. Returns the entry and the call's result."""
+        self._check_compile(flat, cells)
+        cap = _Capture(self._name, flat, cells)
+        cap.run(self.f, targs, tkw)
+        with self._lock:
+            self._traces += 1
+        entry = _Entry(key, cap, self._name, self.compile, self._donated(flat, targs, tkw, cap.leaf_tracers))
+        result = cap.first_result()
+        cap.trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
+        if keep and key is not None and self._unchanged(cap, targs, tkw):
+            self._store(key, entry)
+        return entry, result
+
+    def _check_compile(self, flat: _Flat, cells: _Cells) -> None:
+        """Refuse ``compile="torch"`` of arrays that are not torch's (before ``f`` runs: torch.compile takes torch tensors only)."""
+        if self.compile == "torch":
             libs = {type(a).__module__.split(".")[0] for a in (*flat.leaves, *(t.data for t in cells.tensors))}
             if libs - {"torch"}:
                 msg = f"jit({self._name}, compile='torch'): the arguments are {sorted(libs)} arrays; torch.compile takes torch tensors"
                 raise XpgradValueError(msg)
-        trace = Trace(self._name)
-        entry = _Entry()
-        entry.key = key
-        token = TRACE.set(trace)
-        with _ACTIVE_LOCK:
-            _tracing.ACTIVE[0] += 1
-        swapped: list[tuple[Tensor, Any]] = []
-        versions = [t._version[0] for t in cells.tensors]
-        before_structure = [o._jit_structure() for o in flat.objects]
-        steps = [o._jit_count() for o in flat.objects]
-        number_in: list[tuple[Any, Tracer]] = []  # (the finally below puts the numbers back, whatever f raised)
-        kept: set[int] = set()
-        try:
-            leaf_tracers = []
-            for a in flat.leaves:
-                leaf_tracers.append(trace.input(a, backend_namespace(a), "an argument"))
-            tensor_in = []
-            for t in cells.tensors:
-                swapped.append((t, t.data))
-                tr = trace.input(t.data, backend_namespace(t.data), "a Tensor argument")
-                tensor_in.append(tr)
-                t.data = tr
-            grad_in = []
-            for g in cells.grad_tensors:
-                swapped.append((g, g.data))
-                tr = trace.input(g.data, backend_namespace(g.data), "a gradient")
-                grad_in.append(tr)
-                g.data = tr
-            grads0 = [t.grad for t in cells.tensors]
-            number_kinds = []
-            for d, name, like in cells.numbers:
-                v = d[name]
-                kind = _number_kind(like.data._w, v)
-                number_kinds.append(kind)
-                tr = trace.input(_as_number_array(v, kind), kind[0], f"the optimizer's {name!r}")
-                number_in.append((v, tr))
-                d[name] = tr
-            args = _rebuild(targs, leaf_tracers)
-            kw = _rebuild(tkw, leaf_tracers)
-            out = self.f(*args, **kw)
-            outputs: list[Any] = []
-            out_tmpl = _out_template(out, outputs, flat.tensors)
-            # what the call changed: rebound Tensor data, new gradients, state numbers
-            # (an input updated by a functional update, on JAX, is rebound too: the program returns its new value)
-            functional = {x.writes for x in trace.instructions if _tracing.rebinds(x)}
-            rebind = [((kind, i), _slot(t.data, outputs)) for kind, (ts, ins) in enumerate(((cells.tensors, tensor_in),
-                      (cells.grad_tensors, grad_in))) for i, (t, tr) in enumerate(zip(ts, ins))
-                      if t.data is not tr or tr._i in functional]
-            new_grads: list[tuple[int, Any]] = []
-            for i, (t, g0) in enumerate(zip(cells.tensors, grads0)):
-                gnew = t.grad
-                if gnew is not g0:
-                    new_grads.append((i, None if gnew is None else _slot(gnew.data, outputs)))
-            # (a number the call left alone, the learning rate, is no output: it stays the user's)
-            # (a call that gave back its argument, JAX's astype to the same dtype, writes nothing into
-            # an immutable array: the learning rate stays the user's number there too)
-            written = {x.writes for x in trace.instructions if x.writes is not None
-                       and (_tracing.rebinds(x) or not _tracing._immutable(trace.witness[x.writes]))}
-            numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
-                       enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
-            kept = {k for k, _ in numbers}
-            # outputs that require grad: the backward of the call is traced too, from cotangents that
-            # are inputs of the trace, and the trace is split in two programs (see _Linear)
-            lin = None
-            if GRAD_ENABLED.get():
-                req = [t for t in cells.tensors if t._requires_grad]
-                grad_leaves = _grad_leaves(out, flat.tensors)
-                if req and grad_leaves:
-                    lin = _trace_backward(trace, req, grad_leaves)
-        finally:
-            TRACE.reset(token)
-            with _ACTIVE_LOCK:
-                _tracing.ACTIVE[0] -= 1
-            # the arguments hold the first call's values (the witnesses): this call was one eager run
-            for obj in (*cells.tensors, *cells.grad_tensors):
-                if type(obj.data) is Tracer:
-                    obj.data = obj.data._w
-            for t in [*cells.tensors, *(x for o in flat.objects for x in o._jit_state()[1])]:
-                if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
-                    t.data = t.data._w
-                g = t.grad
-                if g is not None and type(g.data) is Tracer:
-                    g.data = g.data._w
-            for k, (d, name, _) in enumerate(cells.numbers):
-                if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
-                    d[name] = d[name]._w if k in kept or d[name] is not number_in[k][1] else number_in[k][0]
-        with self._lock:
-            self._traces += 1
+
+    def _donated(self, flat: _Flat, targs: Any, tkw: Any, leaf_tracers: list[Tracer]) -> set[int]:
+        """The trace inputs of the donated arguments (``donate_argnums`` and ``donate_argnames``)."""
         donated = {s for i in self.donate_argnums for s in _donated_slots(i, flat, targs, leaf_tracers)}
         donated |= {s for k in self.donate_argnames if k in tkw for s in _donated_slots(k, flat, tkw, leaf_tracers)}
-        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
-        run_trace = trace
-        entry.n_out = len(outputs)
-        entry.linear = None
-        if lin is not None:  # (the forward program also returns the residuals the backward program reads)
-            run_trace = lin.split(trace, outputs, self._name, self.compile, reuse)
-            entry.linear = lin
-            lin.kept = [i for i, (t, tr) in enumerate(zip(cells.tensors, tensor_in))
-                        if not t._requires_grad and tr._i in lin.residuals]
-        program = Program(run_trace, outputs, donated, self._name, reuse)
-        entry.program = program
-        entry.out_tmpl = out_tmpl
-        entry.rebind = rebind
-        entry.new_grads = new_grads
-        entry.number_cells = numbers
-        entry.number_kinds = number_kinds
-        entry.counts = [o._jit_count() - c for o, c in zip(flat.objects, steps)]
-        entry.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, versions)) if t._version[0] != v]
-        entry.grad_outputs = _grad_outputs(out_tmpl)
-        entry.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or entry.grad_outputs)
-        if lin is not None:
-            # (what a recomputation for create_graph could not reproduce: state the call changes)
-            lin.changes_state = bool(entry.rebind or entry.new_grads or entry.number_cells or entry.bumps
-                                     or any(entry.counts) or _writes_inputs(run_trace))
-        entry.run = _backend_runner(program, run_trace, self.compile, donated)
-        entry.donated = [k for k, s in enumerate(run_trace.inputs) if s in donated]
-        # the first call's result: the program's outputs as the trace computed them
-        result = tuple(trace.witness[o] if isinstance(o, int) else o[1] for o in outputs)
-        trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
-        cacheable = keep and key is not None and before_structure == [o._jit_structure() for o in flat.objects]
-        # (a call that changes the Python state it reads, a counter it increments, is not replayed: it
-        # traces again, as its Python runs at every eager call)
-        if cacheable:
-            try:
-                cacheable = self._guards(_Flat(), targs, tkw)[1] == flat.key[-1][1]
-            except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
-                cacheable = False
-        if cacheable:
-            with self._lock:
-                self._cache[key] = entry
-                while len(self._cache) > self.cache_size:
-                    old = self._cache.popitem(last=False)[1]
-                    self._fast = {k: e for k, e in self._fast.items() if e is not old}
-        return entry, result
+        return donated
+
+    def _unchanged(self, cap: _Capture, targs: Any, tkw: Any) -> bool:
+        """Whether the call left the Python state it reads as it found it. (A call that changes it, a
+        counter it increments, is not replayed: it traces again, as its Python runs at every eager call.)"""
+        if cap.structure != [o._jit_structure() for o in cap.flat.objects]:
+            return False
+        try:
+            return bool(self._guards(_Flat(), targs, tkw)[1] == cap.flat.key[-1][1])
+        except _Eager:  # (f left a Tensor with a graph where it reads: the next call runs f as it is)
+            return False
+
+    def _store(self, key: Any, entry: _Entry) -> None:
+        """Cache ``entry`` (the least recently used entry beyond ``cache_size`` goes)."""
+        with self._lock:
+            self._cache[key] = entry
+            while len(self._cache) > self.cache_size:
+                old = self._cache.popitem(last=False)[1]
+                self._fast = {k: e for k, e in self._fast.items() if e is not old}
 
 
 def _slot(v: Any, outputs: list[Any]) -> int:
@@ -1353,14 +1481,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         cache_size: int = 64) -> Any:
     """Trace ``f`` once per signature, then replay its program of backend calls with no tape.
 
-    ``f`` may call any xpgrad function, ``grad``/``value_and_grad``/``vjp``/``jvp``/``vmap``/
-    ``hessian``, nn Modules, losses, ``backward()`` and optimizer steps. The first call with a
-    new signature runs ``f`` once on tracers (see `xpgrad._tracing`) and returns its
-    results; later calls run the recorded program. Modules and optimizers passed as
-    arguments, or reached through ``f``'s closures and globals, are state: their parameters,
-    buffers, gradients and optimizer state are read and written back by each call. Python
-    scalars and the Python state ``f`` reads (attributes, hooks) are static (a new value
-    traces again).
+    What ``f`` may call, and what is state or static: see [`Jitted`][xpgrad._jit.Jitted].
 
     Args:
         f: the function (``jit`` also works as a decorator, with or without arguments).
@@ -1399,23 +1520,25 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         ((3, 2), 1)
     """
     if f is None:
-        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, donate_argnames=donate_argnames, compile=compile,
-                             cache_size=cache_size)
+        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
+                             donate_argnames=donate_argnames, compile=compile, cache_size=cache_size)
     if not callable(f):
         msg = f"jit: expected a function, got {type(f).__name__} {f!r}"
         raise XpgradTypeError(msg)
     nums = _positions("static_argnums", static_argnums)
-    donate = _positions("donate_argnums", donate_argnums)
-    if isinstance(static_argnames, str):
-        names: tuple[str, ...] = (static_argnames,)
-    elif isinstance(static_argnames, (tuple, list)) and all(isinstance(n, str) for n in static_argnames):
-        names = tuple(static_argnames)
-    else:
-        msg = f"jit: static_argnames must be a str or a sequence of str, got {type(static_argnames).__name__} {static_argnames!r}"
-        raise XpgradTypeError(msg)
-    given = donate
-    donate, donate_names = _donation(f, donate, _names("donate_argnames", donate_argnames))
+    given = _positions("donate_argnums", donate_argnums)
+    names = _names("static_argnames", static_argnames)
+    donate, donate_names = _donation(f, given, _names("donate_argnames", donate_argnames))
+    _check_options(nums, names, donate, donate_names, cache_size, compile)
+    jitted = Jitted(f, nums, names, donate, compile, cache_size, donate_names)
+    jitted._donate_given = given  # (positions inferred from donate_argnames may be passed by keyword)
+    jitted._donate_by_name = _param_names(f, donate)
+    return jitted
+
+
+def _check_options(nums: tuple[int, ...], names: tuple[str, ...], donate: tuple[int, ...], donate_names: tuple[str, ...],
+                   cache_size: Any, compile: Any) -> None:  # noqa: A002
+    """Refuse `jit`'s options that clash (static and donated) or are bad (``cache_size``, ``compile``)."""
     if set(nums) & set(donate):
         msg = f"jit: an argument cannot be both static and donated: {sorted(set(nums) & set(donate))}"
         raise XpgradValueError(msg)
@@ -1431,10 +1554,6 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
     if compile not in (None, "torch"):
         msg = f"jit: compile must be None or 'torch', got {compile!r}"
         raise XpgradValueError(msg)
-    jitted = Jitted(f, nums, names, donate, compile, cache_size, donate_names)
-    jitted._donate_given = given  # (positions inferred from donate_argnames may be passed by keyword)
-    jitted._donate_by_name = _param_names(f, donate)
-    return jitted
 
 
 def _param_names(f: Callable[..., Any], nums: tuple[int, ...]) -> dict[int, str]:
@@ -1448,7 +1567,7 @@ def _param_names(f: Callable[..., Any], nums: tuple[int, ...]) -> dict[int, str]
 
 
 def _names(label: str, value: Any) -> tuple[str, ...]:
-    """``donate_argnames`` as a tuple of str; a clear error otherwise."""
+    """``static_argnames``/``donate_argnames`` as a tuple of str; a clear error otherwise."""
     if isinstance(value, str):
         return (value,)
     if isinstance(value, (tuple, list)) and all(isinstance(n, str) for n in value):

@@ -6,7 +6,8 @@ NumPy, which results are views of which). `optimize` runs them in order: dead co
 on every backend; on a program of NumPy arrays also `fold_constants`,
 `elide_copies`, `fuse_mask_casts`, `direct_calls` and
 `fuse_elementwise`, each of which keeps every value bit for bit (never a rewrite that
-NumPy might round differently). Then `xpgrad._jit` plans buffer reuse
+NumPy might round differently). The passes share one `PassState`, which `optimize`
+makes and hands through them (there is no module state). Then `xpgrad._jit` plans buffer reuse
 (`reuse_plan`), the liveness (`last_uses`) and the generated source's
 variables (`variables`). tests/test_jit_passes.py checks each pass.
 """
@@ -23,45 +24,55 @@ from . import _tracing
 from ._tracing import Instruction, Trace, Tracer
 from .tree_util import is_leaf, tree_map
 
-__all__ = ["dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_elementwise", "fuse_mask_casts",
+__all__ = ["PassState", "dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_elementwise", "fuse_mask_casts",
            "last_uses", "optimize", "reuse_plan", "variables"]
 
 
-# an instruction's traced arguments, computed once per instruction while the passes run
-# (each entry keeps its instruction, so a recycled id() is never mistaken for it)
-_READS: dict[int, tuple[Instruction, list[Tracer]]] | None = None
+class PassState:
+    """What the passes share while `optimize` runs them, handed through them (no module state):
+    each instruction's traced arguments, computed once. Each entry keeps its instruction, so a
+    recycled ``id()`` is never mistaken for it. A pass called alone (``state=None``) caches nothing."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self) -> None:
+        self.reads: dict[int, tuple[Instruction, list[Tracer]]] = {}
+
+    def tracers_of(self, x: Instruction) -> list[Tracer]:
+        """``x``'s traced arguments (in its args, then its kwargs)."""
+        return _tracers_of(x, self)
 
 
-def _tracers_of(x: Instruction) -> list[Tracer]:
-    cache = _READS
-    if cache is not None:
-        hit = cache.get(id(x))
-        if hit is not None and hit[0] is x:
-            return hit[1]
+def _tracers_of(x: Instruction, state: PassState | None) -> list[Tracer]:
+    if state is None:
+        return _tracing._tracers_in((x.args, x.kwargs))
+    reads = state.reads  # (the cache, here rather than in a method: one call per lookup, as many as passes make)
+    hit = reads.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
     ts = _tracing._tracers_in((x.args, x.kwargs))
-    if cache is not None:
-        cache[id(x)] = (x, ts)
+    reads[id(x)] = (x, ts)
     return ts
 
 
-def dead_code(ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+def dead_code(ins: list[Instruction], outputs: list[Any], state: PassState | None = None) -> list[Instruction]:
     live = {o for o in outputs if isinstance(o, int)}
     kept: list[Instruction] = []
     for x in reversed(ins):
         if x.writes is None and not getattr(x.fn, "_xg_stateful", False) and not any(o in live for o in x.outs):
             continue
         kept.append(x)
-        for t in _tracers_of(x):
+        for t in _tracers_of(x, state):
             live.add(t._i)
     kept.reverse()
     return kept
 
 
-def last_uses(ins: list[Instruction], outputs: list[Any]) -> dict[int, int]:
+def last_uses(ins: list[Instruction], outputs: list[Any], state: PassState | None = None) -> dict[int, int]:
     """slot -> index of the instruction that reads it last (slots returned are never freed)."""
     last: dict[int, int] = {}
     for i, x in enumerate(ins):
-        for t in _tracers_of(x):
+        for t in _tracers_of(x, state):
             last[t._i] = i
         for o in x.outs:
             last.setdefault(o, i)  # (a result nobody reads: freed at once)
@@ -142,23 +153,19 @@ def optimize(trace: Trace, ins: list[Instruction], outputs: list[Any], numpy_onl
 
     Returns the instructions and the outputs (a slot may be renamed by copy elision).
     """
-    global _READS
-    _READS = {}
-    try:
-        ins = dead_code(ins, outputs)
-        if not numpy_only or trace.stateful:
-            return ins, outputs
-        n = len(ins)
-        ins = fold_constants(trace, ins, outputs)
-        if len(ins) != n:
-            ins = dead_code(ins, outputs)  # (what fed a folded ones_like only)
-        ins, outputs = elide_copies(trace, ins, outputs)
-        ins = fuse_mask_casts(trace, ins, outputs)
-        ins = direct_calls(trace, ins)
-        ins = fuse_elementwise(trace, ins, outputs)
+    state = PassState()
+    ins = dead_code(ins, outputs, state)
+    if not numpy_only or trace.stateful:
         return ins, outputs
-    finally:
-        _READS = None
+    n = len(ins)
+    ins = fold_constants(trace, ins, outputs, state)
+    if len(ins) != n:
+        ins = dead_code(ins, outputs, state)  # (what fed a folded ones_like only)
+    ins, outputs = elide_copies(trace, ins, outputs, state)
+    ins = fuse_mask_casts(trace, ins, outputs, state)
+    ins = direct_calls(trace, ins)
+    ins = fuse_elementwise(trace, ins, outputs, state)
+    return ins, outputs
 
 
 def _subst(obj: Any, fn: Any) -> Any:
@@ -182,8 +189,8 @@ def _rewrite(x: Instruction, fn: Any = None, args: Any = None, kwargs: Any = Non
                        x.kwargs if kwargs is None else kwargs, x.outs, x.unpack, x.writes)
 
 
-def _reads(x: Instruction) -> list[int]:
-    return [t._i for t in _tracers_of(x)]
+def _reads(x: Instruction, state: PassState | None) -> list[int]:
+    return [t._i for t in _tracers_of(x, state)]
 
 
 FOLD_MAX_BYTES = 1 << 20  # a larger constant is made by each call (not held by the program between calls)
@@ -198,7 +205,8 @@ def _guarded(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[A
     return [w[s] for s in slots if isinstance(w[s], np.ndarray)]
 
 
-def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any],
+                   state: PassState | None = None) -> list[Instruction]:
     """Calls with no traced input (``arange``, ``zeros`` of a shape, ``asarray`` of Python numbers), and
     ``ones_like``/``zeros_like``/``full_like`` of a traced array (only its shape and dtype are read),
     become constants of the program: their trace values, computed once.
@@ -213,7 +221,7 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> 
     const: set[int] = set()
     out: list[Instruction] = []
     for x in ins:
-        reads = _tracers_of(x)
+        reads = _tracers_of(x, state)
         like = getattr(x.fn, "__name__", "") in _LIKE and x.args and type(x.args[0]) is Tracer
         free = [t for t in (reads[1:] if like else reads) if t._i not in const]
         if (not free and x.outs and x.writes is None and not getattr(x.fn, "_xg_stateful", False)
@@ -250,7 +258,8 @@ def _is_asarray_copy(x: Instruction) -> bool:
             and x.kwargs == {"copy": True} and len(x.outs) == 1 and x.writes is None)
 
 
-def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> tuple[list[Instruction], list[Any]]:
+def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any],
+                 state: PassState | None = None) -> tuple[list[Instruction], list[Any]]:
     """``r = asarray(v, copy=True)`` where ``v`` is read by nothing after: ``r`` is ``v`` itself.
 
     Only where the copy is indistinguishable from ``v``: ``v`` is a fresh, C-contiguous
@@ -263,7 +272,7 @@ def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> tu
     inputs = set(trace.inputs)
     out_slots = {o for o in outputs if isinstance(o, int)}
     viewed = _views(trace, ins)
-    last = last_uses(ins, outputs)
+    last = last_uses(ins, outputs, state)
     rename: dict[int, Tracer] = {}
     kept: list[Instruction] = []
     for i, x in enumerate(ins):
@@ -291,7 +300,8 @@ def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> tu
 _MULTIPLY = (np.multiply, operator.mul, operator.imul)
 
 
-def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any],
+                    state: PassState | None = None) -> list[Instruction]:
     """``c = astype(m, T); x * c`` (or ``x *= c``) with a boolean ``m`` and ``x`` of dtype ``T``:
     ``x * m``. NumPy casts ``m`` to ``T`` inside the multiply (``True`` is 1, ``False`` 0,
     exactly), so the values are the same and one pass over memory and one array are saved
@@ -303,7 +313,7 @@ def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any]) ->
     out_slots = {o for o in outputs if isinstance(o, int)}
     uses: dict[int, list[int]] = {}
     for i, x in enumerate(ins):
-        for s in _reads(x):
+        for s in _reads(x, state):
             uses.setdefault(s, []).append(i)
     drop: dict[int, Tracer] = {}  # astype instruction index -> the mask it casts
     fixed: dict[int, Instruction] = {}
@@ -433,7 +443,8 @@ def _elementwise_ufunc(x: Instruction, w: list[Any]) -> Any:
     return uf
 
 
-def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Instruction]:
+def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any],
+                     state: PassState | None = None) -> list[Instruction]:
     """A run of elementwise calls over arrays of one large shape runs chunk by chunk: each chunk of
     every intermediate lives in a small buffer (in the cache), and only the values read after the
     run, or returned, are whole arrays. ``sum(exp(sin(x)) * x)``'s gradient then holds one array
@@ -451,7 +462,7 @@ def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any]) -
     for i, x in enumerate(ins):
         if x.writes is not None:
             written_at.setdefault(x.writes, []).append(i)
-    last = last_uses(ins, outputs)
+    last = last_uses(ins, outputs, state)
 
     def shape_of(x: Instruction) -> Any:
         uf = _elementwise_ufunc(x, w)

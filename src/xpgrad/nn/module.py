@@ -381,7 +381,7 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    # ------------------------------------------------------------------ xg.jit's view of a module
+    # ---------------------------------------- xg.jit's view of a module: the protocol xpgrad._jit.JitStateful
     def _jit_state(self) -> tuple[Any, list[Tensor]]:
         """(static part of xg.jit's signature, the tensors a call reads and may rebind)."""
         mods = list(self.modules())

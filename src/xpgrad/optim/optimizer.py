@@ -132,7 +132,7 @@ class Optimizer:
             msg = f"{type(self).__name__}: lr must be a non-negative number, got {lr!r}"
             raise XpgradValueError(msg)
 
-    # ------------------------------------------------------------------ xg.jit's view of an optimizer
+    # ---------------------------------------- xg.jit's view of an optimizer: the protocol xpgrad._jit.JitStateful
     def _jit_state(self) -> tuple[Any, list[Tensor]]:
         """(static part of xg.jit's signature, the tensors a call reads and may rebind).
 

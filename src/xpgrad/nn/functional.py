@@ -1193,10 +1193,21 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
 # logits need not be saved. With ``create_graph`` the rule's ``logp`` is an output of this
 # very node, so its own VJP (``g - softmax * sum(g)``) and JVP make the rules exact at any
 # order. Standard calls only.
+def _log_softmax_fwd(xp: Any, x: Any, axis: int) -> Any:
+    """``log_softmax`` of the backend array ``x``: torch's own kernel on a torch tensor (one call,
+    not six: issue 30), the standard's composition elsewhere (and the reference the kernel is tested
+    against). The rules that use it are written against ``xp``, so higher order is unchanged."""
+    if type(x).__module__ == "torch":  # (a torch tensor: torch is imported already)
+        import torch
+
+        return torch.log_softmax(x, dim=axis)
+    s = x - xp.max(x, axis=axis, keepdims=True)
+    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
 def _xent_fwd(xp: Any, x: Any, q: Any, qsum: Any, den: Any = None, *, axis: int,
               reduction: str) -> tuple[Any, Any]:
-    s = x - xp.max(x, axis=axis, keepdims=True)
-    logp = s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+    logp = _log_softmax_fwd(xp, x, axis)
     qlogp = q * xp.where(q == 0, 0.0, logp)  # a masked (-inf) logit off the target adds 0, not 0 * inf
     if reduction == "none":
         return -xp.sum(qlogp, axis=axis), logp

@@ -60,7 +60,7 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
     """
     if isinstance(data, Tensor):
         data = data.data
-    dt = to_backend(dtype, xp) if dtype is not None else None
+    dt = to_backend(dtype, xp, func=func) if dtype is not None else None
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         return xp.asarray(data, dtype=dt, device=device)
     src = backend_namespace(data, func="move_array")

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
 from ._dispatch import backend_namespace, set_default_namespace
-from ._dtypes import DType, dtype, dtype_name, x64_hint
+from ._dtypes import DType, dtype, dtype_name, kind, x64_hint
 from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
 __all__ = [
@@ -130,7 +130,7 @@ def _make_policy(
         if not isinstance(dtype_, (str, DType)):
             dtype_ = dtype_name(dtype_, func=func)
         new_dtype = dtype_name(dtype_, func=func)
-        if not new_dtype.startswith(("float", "complex")):
+        if not kind(new_dtype).endswith("floating"):
             msg = f"{func}: dtype must be a floating dtype name, got {new_dtype!r}"
             raise XpgradTypeError(msg)
         dtype(new_dtype, new_xp, func=func)  # raises if the namespace lacks it

@@ -26,7 +26,7 @@ from .._lazy import is_lazy
 from .._tracing import is_tracer
 from ..autograd._batched import Batched, from_phys
 from ..autograd._tensor import Tensor, _to_numpy
-from ..ops._common import apply, defjvp_from_vjp, primitive, scale
+from ..ops._common import apply, defjvp_from_vjp, is_half, primitive, scale
 from ..special import erf, expit
 from ._checks import check_dtype, check_float, check_indices
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose2d, max_pool2d, pad
@@ -100,6 +100,11 @@ def _detached_max(x: Any, axis: Any) -> Any:
     bxp = _bxp(x)
     m = bxp.max(_data(x), axis=axis, keepdims=True)
     return bxp.where(bxp.isfinite(m), m, bxp.zeros_like(m))
+
+
+def _half(x: Any) -> Any:
+    """The dtype of ``x`` if it is float16 or bfloat16, else None."""
+    return _dtype(x) if is_half(_raw(x)) else None
 
 
 def _check_reduction(reduction: str, func: str, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
@@ -669,6 +674,9 @@ def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) 
         Tensor([-1000.,     0.], dtype=float64, device=cpu)
     """
     ax = _axis(axis, dim, "log_softmax")
+    half = _half(input)
+    if half is not None:  # float16, bfloat16: computed in float32, rounded once (torch's)
+        return xg.astype(log_softmax(xg.astype(input, xg.float32), ax), half)
     s = input - _detached_max(input, ax)
     return s - xg.log(xg.sum(xg.exp(s), axis=ax, keepdims=True))
 
@@ -682,6 +690,9 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
         Tensor([0., 1.], dtype=float64, device=cpu)
     """
     ax = _axis(axis, dim, "softmax")
+    half = _half(input)
+    if half is not None:  # float16, bfloat16: computed in float32, rounded once (torch's)
+        return xg.astype(softmax(xg.astype(input, xg.float32), ax), half)
     e = xg.exp(input - _detached_max(input, ax))
     return e / xg.sum(e, axis=ax, keepdims=True)
 
@@ -1247,6 +1258,10 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
         msg = f"{func}: label_smoothing must be in [0, 1], got {label_smoothing!r}"
         raise XpgradValueError(msg)
     cax = _class_axis(input, func)
+    half = _half(input)
+    if half is not None:  # float16, bfloat16 logits: the loss in float32, rounded once (torch's)
+        loss = cross_entropy(xg.astype(input, xg.float32), target, weight, ignore_index, reduction, label_smoothing)
+        return xg.astype(loss, half)
     if _fusable(input, target, weight):
         args = _xent_targets(input, target, weight, ignore_index, label_smoothing, cax, reduction, func)
         return apply(_xent, (input, *args), {"axis": cax, "reduction": reduction})[0]

@@ -105,7 +105,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
             "standard does not permit; use xpgrad.real(x) (or abs) first, then astype"
         )
         raise XpgradTypeError(msg)
-    kw: dict[str, Any] = {"dtype": backend_dtype(name, xp), "copy": copy}
+    kw: dict[str, Any] = {"dtype": backend_dtype(name, xp, func="astype"), "copy": copy}
     if device is not None:
         dev = resolve_device(xp, device, func="astype")
         src = array_api_compat.device(data)
@@ -130,7 +130,7 @@ def _namespace(args: tuple[Any, ...], func: str) -> tuple[ModuleType, list[Any]]
         elif _is_array(a) or isinstance(a, (bool, int, float, complex)):
             out.append(a)
         else:
-            out.append(backend_dtype(_name(a, func), xp))
+            out.append(backend_dtype(_name(a, func), xp, func=func))
     return xp, out
 
 

@@ -49,7 +49,7 @@ from .._exceptions import NonDifferentiableError, XpgradValueError
 from .._tracing import is_tracer
 from .._vmap_rules.linalg import batched_rtol
 from ..autograd import _batched
-from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, composite, conj, in_float32, is_complex, primitive, zeros_like_shape
 from ._registry import Chapter
 from .elementwise import abs as _abs
 from .linear_algebra import matmul, matrix_transpose, tensordot, vecdot
@@ -942,7 +942,7 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
 
 
 def _trace_fwd(xp: Any, x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
-    return xp.linalg.trace(x, offset=offset, dtype=to_backend(dtype, xp))
+    return xp.linalg.trace(x, offset=offset, dtype=to_backend(dtype, xp, func="trace"))
 
 
 def _trace_vjp(xp: Any, g: Any, ans: Any, x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
@@ -1000,6 +1000,7 @@ def _norm_dir(xp: Any, x: Any, norm: Any, ord: float, axes: tuple[int, ...]) -> 
     return xp.sign(x) * ax ** (ord - 1) / safe ** (ord - 1)
 
 
+@in_float32  # (half precision: the norm and its rules in float32, as torch's)
 def _vector_norm_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False,
                      ord: float = 2) -> Any:  # noqa: A002 - the standard's name
     axes = _norm_axes(axis, x.ndim)
@@ -1007,6 +1008,7 @@ def _vector_norm_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, kee
     return None if d is None else _kept(xp, g, x, axes) * d
 
 
+@in_float32
 def _vector_norm_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False,
                      ord: float = 2) -> Any:  # noqa: A002 - the standard's name
     axes = _norm_axes(axis, x.ndim)
@@ -1019,6 +1021,7 @@ def _vector_norm_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: Any = None, kee
     return xp.sum(prod, axis=axes if axes else None, keepdims=keepdims)
 
 
+@in_float32
 def _vector_norm_fwd(xp: Any, x: Any, *, axis: Any = None, keepdims: bool = False, ord: float = 2) -> Any:  # noqa: A002
     return xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 

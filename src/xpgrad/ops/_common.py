@@ -12,6 +12,7 @@ from .._exceptions import UnknownNameError
 from ..autograd._core import (
     GRAD_SLOT,
     WANT_FRESH,
+    ArgMeta,
     apply,
     apply1,
     apply2,
@@ -102,7 +103,11 @@ def in_float32(f: Any) -> Any:
     def cast(xp: Any, a: Any, to: Any) -> Any:
         if isinstance(a, tuple):
             return tuple(cast(xp, b, to) for b in a)
-        return xp.astype(a, to) if is_half(a) else a
+        if not is_half(a):
+            return a
+        if type(a) is ArgMeta:  # (an argument the rule reads only the shape of: not saved)
+            return ArgMeta(a.shape, to, a.chunks)
+        return xp.astype(a, to)
 
     @functools.wraps(f)
     def wrapped(xp: Any, *args: Any, **kw: Any) -> Any:

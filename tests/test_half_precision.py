@@ -457,3 +457,24 @@ def test_bfloat16_linear_matches_torch() -> None:
                 _close(_f64(q.grad.data), _f64(p.grad), "bfloat16", k=2.0)
         topt.step()
         xopt.step()
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_policy_dtype_and_moves(backend: Backend, name: str) -> None:
+    # a policy dtype of float16/bfloat16 makes new floating arrays, draws and layers so;
+    # moving a half model or array (to_device, Module.to) keeps it
+    d = getattr(xg, name)
+    _dtype(backend, name)
+    with backend.policy(dtype=name, seed=0):
+        assert xg.zeros(2).dtype is d and xg.asarray([1.0, 2.0]).dtype is d
+        assert xg.random.normal((3,)).dtype is d
+        info = xg.__array_namespace_info__().default_dtypes()
+        assert info["real floating"] is d and info["complex floating"] is xg.complex64
+        model = xg.nn.Linear(3, 2)
+    assert model.weight.dtype is d and model.bias.dtype is d
+    backend.to(model)
+    assert model.weight.dtype is d
+    t = xg.asarray(_arr(backend, np.ones(3), name))
+    assert t.to_device(t.device).dtype is d
+    xg.sum(model(_arr(backend, np.ones((4, 3)), name))).backward()
+    assert model.weight.grad is not None and model.weight.grad.dtype is d

@@ -478,3 +478,31 @@ def test_policy_dtype_and_moves(backend: Backend, name: str) -> None:
     assert t.to_device(t.device).dtype is d
     xg.sum(model(_arr(backend, np.ones((4, 3)), name))).backward()
     assert model.weight.grad is not None and model.weight.grad.dtype is d
+
+
+def test_torch_bfloat16_on_the_host(tmp_path: Any) -> None:
+    # NumPy has no bfloat16: repr, item, tolist and float read torch's through float32
+    # (exact); a move to another library comes back to bfloat16; save refuses, naming it,
+    # rather than write float32
+    torch = pytest.importorskip("torch")
+    t = xg.asarray(torch.tensor([0.0, 0.5, 1.0], dtype=torch.bfloat16), requires_grad=True)
+    assert "dtype=bfloat16" in repr(t) and t.tolist() == [0.0, 0.5, 1.0]
+    s = xg.sum(t * t)
+    assert float(s) == 1.25 and s.item() == 1.25
+    assert "dtype=bfloat16" in repr(s)
+    with xg.default_device("torch"):
+        m = xg.nn.Linear(2, 2, dtype=xg.bfloat16)
+    w = m.weight.data.clone()
+    for xp in ("numpy", "torch"):  # (NumPy has no bfloat16: refused there, naming the call)
+        if xp == "numpy":
+            with pytest.raises(xg.DTypeUnavailableError, match=r"^to: .*has no dtype 'bfloat16'"):
+                m.to(xp=xp)
+        else:
+            m.to(xp=xp)
+            assert m.weight.dtype is xg.bfloat16 and torch.equal(m.weight.data, w)
+    with pytest.raises(xg.XpgradTypeError, match=r"save: the array at 'weight' is bfloat16.*cast it first"):
+        xg.save(m.state_dict(), tmp_path / "m.safetensors")
+    assert not (tmp_path / "m.safetensors").exists()
+    m.to(dtype=xg.float32)
+    xg.save(m.state_dict(), tmp_path / "m.safetensors")
+    assert xg.load(tmp_path / "m.safetensors")["weight"].dtype is xg.float32

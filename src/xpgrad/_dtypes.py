@@ -1,5 +1,6 @@
-"""Dtypes by name: the 13 standard dtype names, xpgrad's own dtype objects, and the
-mapping to and from each namespace's dtype objects.
+"""Dtypes by name: the 13 standard dtype names, the extension dtypes ``float16`` and
+``bfloat16``, xpgrad's own dtype objects, and the mapping to and from each namespace's
+dtype objects.
 
 xpgrad's namespace sits over any backend, so its dtypes (``xpgrad.float32``, ...)
 are its own singletons; [`dtype`][xpgrad.dtype] gives the backend's object for a name and
@@ -18,6 +19,7 @@ from ._exceptions import DTypeUnavailableError, UnknownNameError
 __all__ = [
     "DType",
     "DTYPE_NAMES",
+    "EXTENSION_DTYPE_NAMES",
     "complex_dtype",
     "dtype",
     "dtype_name",
@@ -41,6 +43,13 @@ DTYPE_NAMES: tuple[str, ...] = (
     "complex128",
 )
 
+#: Real floating dtypes outside the standard, accepted where the array's library has them
+#: (torch: both; JAX: both; NumPy, CuPy and Dask: float16). Rules compute with them as
+#: with any real floating dtype; reductions and softmax-like functions accumulate in
+#: float32 (``HALF_DTYPE_NAMES``), as torch does.
+EXTENSION_DTYPE_NAMES: tuple[str, ...] = ("float16", "bfloat16")
+HALF_DTYPE_NAMES = frozenset(EXTENSION_DTYPE_NAMES)
+
 _KIND = {
     "bool": "bool",
     **{n: "signed integer" for n in ("int8", "int16", "int32", "int64")},
@@ -49,9 +58,13 @@ _KIND = {
     "float64": "real floating",
     "complex64": "complex floating",
     "complex128": "complex floating",
+    "float16": "real floating",
+    "bfloat16": "real floating",
 }
 
 _COMPLEX = {
+    "float16": "complex64",  # (torch and JAX: float16 with complex64 gives complex64)
+    "bfloat16": "complex64",
     "float32": "complex64",
     "float64": "complex128",
     "complex64": "complex64",
@@ -62,6 +75,8 @@ _REAL = {
     "complex128": "float64",
     "float32": "float32",
     "float64": "float64",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
 }
 
 
@@ -91,7 +106,7 @@ class DType:
         return self.name  # pickles as the module-level singleton
 
 
-DTYPES: dict[str, DType] = {n: DType(n) for n in DTYPE_NAMES}
+DTYPES: dict[str, DType] = {n: DType(n) for n in (*DTYPE_NAMES, *EXTENSION_DTYPE_NAMES)}
 bool = DTYPES["bool"]  # noqa: A001 - the standard dtype name
 int8 = DTYPES["int8"]
 int16 = DTYPES["int16"]
@@ -105,6 +120,8 @@ float32 = DTYPES["float32"]
 float64 = DTYPES["float64"]
 complex64 = DTYPES["complex64"]
 complex128 = DTYPES["complex128"]
+float16 = DTYPES["float16"]
+bfloat16 = DTYPES["bfloat16"]
 
 # type of a backend dtype object -> {dtype object -> name}, filled per namespace on first
 # sight. Keyed by type first: array-api-strict dtypes hash like NumPy's and warn when
@@ -129,14 +146,26 @@ def _table(xp: ModuleType) -> dict[str, Any]:
     tab = _TABLES.get(id(xp))
     if tab is None:
         tab = {}
-        for name in DTYPE_NAMES:
+        for name in (*DTYPE_NAMES, *EXTENSION_DTYPE_NAMES):
             obj = getattr(xp, name, None)
+            if obj is None and name in HALF_DTYPE_NAMES:
+                obj = _numpy_extension(tab.get("float32"), name)
             if obj is None:
                 continue
             tab[name] = obj
             _register(obj, name)
         _TABLES[id(xp)] = tab
     return tab
+
+
+def _numpy_extension(f32: Any, name: str) -> Any:
+    """NumPy's extension dtype ``name`` for a namespace whose dtypes are NumPy's (Dask's
+    namespace does not name ``float16``, yet its arrays hold NumPy's), else None."""
+    if f32 is None or type(f32) is not type or getattr(f32, "__module__", "") != "numpy":
+        return None
+    import numpy as np
+
+    return getattr(np, name, None)
 
 
 def _register(obj: Any, name: str) -> None:
@@ -157,8 +186,9 @@ def dtype(name: str | DType | Any, xp: ModuleType | None = None, *, func: str = 
     """Return the dtype object of namespace ``xp`` for a standard dtype name.
 
     Args:
-        name: one of the 13 standard names (``"float32"``, ``"complex64"``, ...),
-            an xpgrad dtype, or a dtype object of any backend.
+        name: one of the 13 standard names (``"float32"``, ``"complex64"``, ...), an
+            extension name (``"float16"``, ``"bfloat16"``), an xpgrad dtype, or a dtype
+            object of any backend.
         xp: the namespace; defaults to the current policy's namespace. Pass the
             ``xpgrad`` module itself to get xpgrad's own dtype object.
         func: the function named in error messages (the one the user called).
@@ -224,7 +254,8 @@ def dtype_name(dt: Any, *, func: str = "dtype_name") -> str:
     """Return the standard name of a dtype given as a name, xpgrad dtype or backend dtype.
 
     Raises:
-        UnknownNameError: not one of the 13 standard dtypes.
+        UnknownNameError: not one of the 13 standard dtypes nor an extension dtype
+            (``float16``, ``bfloat16``).
 
     Examples:
         >>> import numpy as np, xpgrad as xg
@@ -236,7 +267,7 @@ def dtype_name(dt: Any, *, func: str = "dtype_name") -> str:
     if isinstance(dt, str):
         if dt in _KIND:
             return dt
-        msg = f"{func}: unknown dtype name {dt!r}; valid names are {list(DTYPE_NAMES)}"
+        msg = f"{func}: unknown dtype name {dt!r}; valid names are {[*DTYPE_NAMES, *EXTENSION_DTYPE_NAMES]}"
         raise UnknownNameError(msg)
     name = fast_name(dt)
     if name is not None:
@@ -264,7 +295,8 @@ def _slow_name(dt: Any, func: str = "dtype_name") -> str:
     if cand in _KIND:
         _register(dt, cand)
         return cand
-    msg = f"{func}: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)}"
+    msg = (f"{func}: {dt!r} is not one of the 13 standard dtypes {list(DTYPE_NAMES)} nor an "
+           f"extension dtype {list(EXTENSION_DTYPE_NAMES)}")
     raise UnknownNameError(msg)
 
 
@@ -306,7 +338,8 @@ def real_dtype(name: str | DType | Any) -> str:
 
 
 _BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64,
-         "float32": 32, "float64": 64, "complex64": 32, "complex128": 64}  # (complex: of each part)
+         "float32": 32, "float64": 64, "complex64": 32, "complex128": 64,  # (complex: of each part)
+         "float16": 16, "bfloat16": 16}
 
 
 def promote_names(a: str, b: str) -> str | None:
@@ -317,7 +350,9 @@ def promote_names(a: str, b: str) -> str | None:
     (``int8`` and ``uint8`` give ``int16``) and within the floating dtypes (real and
     complex mix: ``float64`` and ``complex64`` give ``complex128``). None where the
     standard leaves the result to the library: integer with floating, ``bool`` with
-    a number, and ``int64`` with ``uint64``.
+    a number, and ``int64`` with ``uint64``. The extension dtypes promote as torch,
+    JAX and NumPy promote them: ``float16`` with ``bfloat16`` gives ``float32``, and
+    with a wider floating dtype the wider one (``complex64`` for a complex one).
 
     Examples:
         >>> from xpgrad._dtypes import promote_names
@@ -325,6 +360,8 @@ def promote_names(a: str, b: str) -> str | None:
         ('uint16', 'int16', 'complex128')
         >>> promote_names("int64", "float32") is None
         True
+        >>> promote_names("float16", "bfloat16"), promote_names("bfloat16", "float32")
+        ('float32', 'float32')
     """
     if a == b:
         return a
@@ -334,6 +371,8 @@ def promote_names(a: str, b: str) -> str | None:
     if ka.endswith("floating") != kb.endswith("floating"):
         return None
     bits = max(_BITS[a], _BITS[b])
+    if bits == 16 and ka.endswith("floating"):  # float16 with bfloat16: neither holds the other
+        return "float32"
     if ka.endswith("floating"):
         return f"complex{2 * bits}" if "complex floating" in (ka, kb) else f"float{bits}"
     if ka == kb:
@@ -354,10 +393,12 @@ def is_float(dt: Any) -> builtins.bool:  # `bool` is the dtype here
     return _KIND[dtype_name(dt)].endswith("floating")
 
 
-def to_backend(dt: Any, xp: ModuleType) -> Any:
-    """Translate an xpgrad dtype or a name to ``xp``'s dtype object; others pass through."""
+def to_backend(dt: Any, xp: ModuleType, *, func: str = "dtype") -> Any:
+    """Translate an xpgrad dtype or a name to ``xp``'s dtype object; others pass through.
+
+    ``func`` is the function named in errors (the one the user called)."""
     if dt is None:
         return None
     if type(dt) is DType or isinstance(dt, str):
-        return dtype(dt, xp)
+        return dtype(dt, xp, func=func)
     return dt

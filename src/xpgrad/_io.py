@@ -63,13 +63,13 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
     """
     if isinstance(data, Tensor):
         data = data.data
-    dt = to_backend(dtype, xp) if dtype is not None else None
+    dt = to_backend(dtype, xp, func=func) if dtype is not None else None
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         return xp.asarray(data, dtype=dt, device=device)
     src = backend_namespace(data, func="move_array")
     fresh = False  # whether ``data`` is known to be new memory
     if public_namespace(src) is not public_namespace(xp):  # (NumPy's fast namespace is NumPy's)
-        data = _cross(data, xp, device)
+        data = _cross(data, xp, device, func)
     # cast before moving: the target device may lack the source dtype (float64 -> MPS-like)
     if dt is not None and dtype_name(data.dtype) != dtype_name(dt):
         data = xp.astype(data, dt)
@@ -83,8 +83,8 @@ def move_array(data: Any, xp: Any, device: Any = None, dtype: Any = None, copy: 
     return data
 
 
-def _cross(data: Any, xp: Any, device: Any) -> Any:
-    """An array of library ``xp`` from an array of another library."""
+def _cross(data: Any, xp: Any, device: Any, func: str = "move_array") -> Any:
+    """An array of library ``xp`` from an array of another library (``func``: the caller, named in errors)."""
     if is_tracer(data):  # (inside xg.jit, a traced array: the move is one call of the program, on its values)
         base = base_namespace(xp) or xp
         return data._t.call(_cross, "move_array", (data, base, device), {}, base)
@@ -100,7 +100,11 @@ def _cross(data: Any, xp: Any, device: Any) -> Any:
     host = np.asarray(_to_numpy(data))
     if not host.flags.writeable or not host.flags.c_contiguous:
         host = np.array(host, order="C", copy=True)  # (not ascontiguousarray: it makes a 0-d array 1-d)
-    return xp.asarray(host, device=device)
+    out = xp.asarray(host, device=device)
+    src = dtype_name(data.dtype)
+    if src != dtype_name(host.dtype):  # bfloat16 crossed the host as float32 (NumPy has none): back to it
+        out = xp.astype(out, to_backend(src, xp, func=func))
+    return out
 
 
 # ---------------------------------------------------------------------- save / load
@@ -121,6 +125,11 @@ def _host(value: Any, where: str) -> Any:
     except Exception as e:
         msg = f"save: cannot copy the array at {where!r} ({type(data).__name__}) to the host: {e}"
         raise XpgradTypeError(msg) from e
+    name = dtype_name(data.dtype)
+    if name != dtype_name(host.dtype):  # torch's bfloat16 reaches NumPy as float32: never store it so silently
+        msg = (f"save: the array at {where!r} is {name}, which the NumPy-based writer cannot store as such; "
+               f"cast it first (xg.astype(x, xg.float32), or model.to(dtype=xg.float32))")
+        raise XpgradTypeError(msg)
     return host
 
 

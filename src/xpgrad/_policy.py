@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ._backends import load_namespace, resolve_device
 from ._dispatch import backend_namespace, set_default_namespace
-from ._dtypes import DType, dtype, dtype_name, x64_hint
+from ._dtypes import EXTENSION_DTYPE_NAMES, DType, dtype, dtype_name, kind, x64_hint
 from ._exceptions import DTypeUnavailableError, XpgradTypeError
 
 __all__ = [
@@ -130,7 +130,7 @@ def _make_policy(
         if not isinstance(dtype_, (str, DType)):
             dtype_ = dtype_name(dtype_, func=func)
         new_dtype = dtype_name(dtype_, func=func)
-        if not new_dtype.startswith(("float", "complex")):
+        if not kind(new_dtype).endswith("floating"):
             msg = f"{func}: dtype must be a floating dtype name, got {new_dtype!r}"
             raise XpgradTypeError(msg)
         dtype(new_dtype, new_xp, func=func)  # raises if the namespace lacks it
@@ -151,7 +151,12 @@ def _make_policy(
 
 def _check_device_dtype(xp: Any, device: Any, name: str, func: str) -> None:
     """Refuse a default dtype that the device lacks (float64 on array-api-strict's
-    ``no_float64`` device, on JAX without ``jax_enable_x64``), naming the device."""
+    ``no_float64`` device, on JAX without ``jax_enable_x64``), naming the device.
+
+    The extension dtypes (float16, bfloat16) are in no library's inspection table: the
+    namespace having the dtype is all that is checked of them (by ``dtype``)."""
+    if name in EXTENSION_DTYPE_NAMES:
+        return
     info = getattr(xp, "__array_namespace_info__", None)
     if info is None:
         return

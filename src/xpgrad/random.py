@@ -101,11 +101,19 @@ def _float_name(xp: Any, dev: Any, dtype: Any, func: str) -> str:
         # a complex policy dtype: real draws use its real counterpart
         name = {"complex64": "float32", "complex128": "float64"}.get(name, name)
     else:
-        name = dtype_name(dtype)
+        name = dtype_name(dtype, func=f"random.{func}")
     if kind(name) != "real floating":
-        msg = f"random.{func}: dtype must be a real floating dtype (float32 or float64), got {name!r}"
+        msg = f"random.{func}: dtype must be a real floating dtype (float32, float64; float16, bfloat16 where the library has them), got {name!r}"
         raise XpgradTypeError(msg)
+    _xp_dtype(name, xp, func=f"random.{func}")  # a dtype the library lacks (bfloat16 on NumPy): say so now
     return name
+
+
+def _host(name: str) -> str:
+    """The NumPy dtype a draw is rounded to on the host: NumPy has no bfloat16, so float32,
+    rounded again by the library (float64 -> float32 -> bfloat16 is float64 -> bfloat16
+    but for ties, which a 24-bit float32 hardly ever lands on)."""
+    return "float32" if name == "bfloat16" else name
 
 
 def _default_name(xp: Any, dev: Any, key: str, fallback: str) -> str:
@@ -237,7 +245,7 @@ class Generator:
             parts = []
             for g in gens:
                 with g._lock:
-                    parts.append(np.asarray(draw(g._np), dtype=name))
+                    parts.append(np.asarray(draw(g._np), dtype=_host(name)))
             host = np.stack(parts).reshape(bshape + parts[0].shape)
             return xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev)
 
@@ -250,7 +258,7 @@ class Generator:
     def _draw_raw(self, draw: Callable[[np.random.Generator], Any], name: str, xp: Any, dev: Any) -> Any:
         with self._lock:
             host = draw(self._np)
-        host = np.asarray(host, dtype=name)  # draws are C-contiguous; asarray keeps 0-D shapes
+        host = np.asarray(host, dtype=_host(name))  # draws are C-contiguous; asarray keeps 0-D shapes
         return xp.asarray(host, dtype=_xp_dtype(name, xp), device=dev)
 
     def _take_drawn(self, x: Any, draw: Callable[[np.random.Generator], Any], axis: int, func: str) -> Tensor:

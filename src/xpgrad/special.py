@@ -39,7 +39,7 @@ from ._dtypes import is_float
 from .autograd._batching_util import along_axes, pointwise
 from .autograd._core import Primitive, apply, primitive
 from .autograd._tensor import Tensor
-from .ops._common import is_xpgrad, times_inf
+from .ops._common import in_float32, is_xpgrad, times_inf
 from .ops._registry import REGISTRY, Chapter, Inputs, over
 
 # a literal for type checkers and readers; op.check_all (at the end) fails the import when it
@@ -579,6 +579,8 @@ def _torch_reduction(torch: Any, name: str) -> Callable[..., Any]:
     return one_axis
 
 
+# (float16 and bfloat16: these three and their rules compute in float32, as torch's do)
+@in_float32
 def _logsumexp_fwd(xp: Any, x: Any, *, axis: Any, keepdims: bool) -> Any:
     f = _native_reduction(xp, "logsumexp")
     if f is not None:
@@ -597,10 +599,12 @@ def _logsumexp_d(xp: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
 
 
 _logsumexp = primitive("special.logsumexp", _logsumexp_fwd, save=(0,), save_ans=True, chapter=_C, batch=along_axes)
-_logsumexp.defvjp(lambda xp, g, ans, x, *, axis, keepdims: _keep(xp, g, x, axis, keepdims) * _logsumexp_d(xp, ans, x, axis, keepdims))
-_logsumexp.defjvp(lambda xp, t, ans, x, *, axis, keepdims: xp.sum(t * _logsumexp_d(xp, ans, x, axis, keepdims), axis=axis, keepdims=keepdims))
+_logsumexp.defvjp(in_float32(lambda xp, g, ans, x, *, axis, keepdims: _keep(xp, g, x, axis, keepdims) * _logsumexp_d(xp, ans, x, axis, keepdims)))
+_logsumexp.defjvp(in_float32(lambda xp, t, ans, x, *, axis, keepdims:
+                             xp.sum(t * _logsumexp_d(xp, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)))
 
 
+@in_float32
 def _softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
     f = _native_reduction(xp, "softmax")
     out = None if f is None else f(x, axis)
@@ -610,6 +614,7 @@ def _softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
+@in_float32
 def _log_softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
     f = _native_reduction(xp, "log_softmax")
     out = None if f is None else f(x, axis)
@@ -620,13 +625,12 @@ def _log_softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
 
 
 _softmax = primitive("special.softmax", _softmax_fwd, save=(), save_ans=True, chapter=_C, batch=along_axes)
-_softmax.defvjp(lambda xp, g, ans, x, *, axis: ans * (g - xp.sum(g * ans, axis=axis, keepdims=True)))
-_softmax.defjvp(lambda xp, t, ans, x, *, axis: ans * (t - xp.sum(t * ans, axis=axis, keepdims=True)))
+_softmax.defvjp(in_float32(lambda xp, g, ans, x, *, axis: ans * (g - xp.sum(g * ans, axis=axis, keepdims=True))))
+_softmax.defjvp(in_float32(lambda xp, t, ans, x, *, axis: ans * (t - xp.sum(t * ans, axis=axis, keepdims=True))))
 
-_log_softmax = primitive("special.log_softmax", _log_softmax_fwd, save=(), save_ans=True, chapter=_C,
-                          batch=along_axes)
-_log_softmax.defvjp(lambda xp, g, ans, x, *, axis: g - xp.exp(ans) * xp.sum(g, axis=axis, keepdims=True))
-_log_softmax.defjvp(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, axis=axis, keepdims=True))
+_log_softmax = primitive("special.log_softmax", _log_softmax_fwd, save=(), save_ans=True, chapter=_C, batch=along_axes)
+_log_softmax.defvjp(in_float32(lambda xp, g, ans, x, *, axis: g - xp.exp(ans) * xp.sum(g, axis=axis, keepdims=True)))
+_log_softmax.defjvp(in_float32(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, axis=axis, keepdims=True)))
 
 
 # ---------------------------------------------------------------------- public functions

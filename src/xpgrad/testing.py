@@ -24,7 +24,7 @@ def _raw(x: Any) -> Any:
 
 def _to64(xp: Any, x: Any) -> Any:
     name = dtype_name(x.dtype)
-    if name == "float32":
+    if name in ("float32", "float16", "bfloat16"):
         return xp.astype(x, xp.float64)
     if name == "complex64":
         return xp.astype(x, xp.complex128)
@@ -73,7 +73,7 @@ def check_grads(
     """Check the derivatives of ``f`` at ``args`` against central differences.
 
     ``f`` takes arrays and returns one array (any shape). Inputs are promoted to
-    float64 (complex128) for the check. ``modes`` picks what is checked: ``"rev"``
+    float64 (complex128) for the check, half-precision ones (float16, bfloat16) too. ``modes`` picks what is checked: ``"rev"``
     the VJP (reverse mode), ``"fwd"`` the JVP (forward mode). With ``order=2`` the
     VJP (JVP) itself is checked the same way, in the same mode, which exercises every
     rule's second derivative. A primitive without a rule for a mode fails loudly

@@ -1258,9 +1258,17 @@ def _to_numpy(data: Any) -> Any:
     if callable(get):
         return get()
     if array_api_compat.is_torch_array(data):
-        # torch on a GPU: NumPy's conversion and DLPack both refuse a CUDA tensor
-        return data.detach().cpu().numpy()
+        # torch on a GPU: NumPy's conversion and DLPack both refuse a CUDA tensor; NumPy has
+        # no bfloat16: float32 holds each of its values exactly
+        data = data.detach().cpu()
+        return (data.float() if data.dtype == _torch_bfloat16() else data).numpy()
     return np.from_dlpack(data)  # other DLPack producers (array-api-strict's fake devices)
+
+
+def _torch_bfloat16() -> Any:
+    import torch
+
+    return torch.bfloat16
 
 
 def _device_text(data: Any) -> str:

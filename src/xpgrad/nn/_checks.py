@@ -4,6 +4,8 @@ A float64 batch into a float32 ``Linear`` (or an integer batch into any layer wi
 floating parameters) raises, naming the layer or function and both dtypes: PyTorch
 raises there too ("mat1 and mat2 must have the same dtype"), and NumPy would promote
 silently (float64 out of a float32 model, or float64 out of an int64 batch).
+The half dtypes follow the same rule: a bfloat16 batch into a bfloat16 layer is
+fine, a float16 one (or float32) into it raises.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ __all__ = ["check_dtype", "check_float", "check_indices", "layer_name"]
 def _name(dt: Any) -> str:
     try:
         return dtype_name(dt)
-    except UnknownNameError:  # a dtype outside the standard's 13 (float16): as the library writes it
+    except UnknownNameError:  # a dtype xpgrad does not know (float8): as the library writes it
         return str(dt)
 
 
 def _floating(name: str) -> bool:
     try:
         return is_float(name)
-    except (KeyError, UnknownNameError):  # float16, bfloat16: not the standard's, floating all the same
+    except (KeyError, UnknownNameError):  # an unknown one (float8_e4m3fn): floating all the same
         return "float" in name or "complex" in name
 
 
@@ -86,7 +88,7 @@ def check_indices(input: Any, owner: Any) -> None:
     name = _name(dx)
     try:
         ok = kind(name).endswith("integer")
-    except (KeyError, UnknownNameError):  # a dtype outside the standard's 13
+    except (KeyError, UnknownNameError):  # a dtype xpgrad does not know
         ok = False
     if not ok:
         func = owner if isinstance(owner, str) else layer_name(owner)

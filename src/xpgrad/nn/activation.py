@@ -391,9 +391,9 @@ class PReLU(Module):
             raise XpgradValueError(msg)
         self.num_parameters = num_parameters
         p = current_policy()
-        name = dtype_name(dtype) if dtype is not None else (p.dtype or "float32")
+        name = dtype_name(dtype, func="PReLU") if dtype is not None else (p.dtype or "float32")
         dev = resolve_device(p.xp, device) if device is not None else p.device
-        self.weight = Parameter(p.xp.full((num_parameters,), init, dtype=to_backend(name, p.xp), device=dev))
+        self.weight = Parameter(p.xp.full((num_parameters,), init, dtype=to_backend(name, p.xp, func="PReLU"), device=dev))
 
     def forward(self, input: Any) -> Tensor:
         return F.prelu(input, self.weight)

@@ -58,25 +58,25 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = _empty((3 * embed_dim, embed_dim), dtype, device)
+            self.in_proj_weight = _empty((3 * embed_dim, embed_dim), dtype, device, type(self).__name__)
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         else:
-            self.q_proj_weight = _empty((embed_dim, embed_dim), dtype, device)
-            self.k_proj_weight = _empty((embed_dim, self.kdim), dtype, device)
-            self.v_proj_weight = _empty((embed_dim, self.vdim), dtype, device)
+            self.q_proj_weight = _empty((embed_dim, embed_dim), dtype, device, type(self).__name__)
+            self.k_proj_weight = _empty((embed_dim, self.kdim), dtype, device, type(self).__name__)
+            self.v_proj_weight = _empty((embed_dim, self.vdim), dtype, device, type(self).__name__)
             self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = _empty((3 * embed_dim,), dtype, device)
+            self.in_proj_bias = _empty((3 * embed_dim,), dtype, device, type(self).__name__)
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, device=device)
         self.bias_k: Parameter | None
         self.bias_v: Parameter | None
         if add_bias_kv:
-            self.bias_k = _empty((1, 1, embed_dim), dtype, device)
-            self.bias_v = _empty((1, 1, embed_dim), dtype, device)
+            self.bias_k = _empty((1, 1, embed_dim), dtype, device, type(self).__name__)
+            self.bias_v = _empty((1, 1, embed_dim), dtype, device, type(self).__name__)
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

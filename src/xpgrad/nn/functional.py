@@ -28,7 +28,7 @@ from ..autograd._batched import Batched, from_phys
 from ..autograd._batching_util import full, pointwise
 from ..autograd._core import Primitive
 from ..autograd._tensor import Tensor, _to_numpy
-from ..ops._common import apply, defjvp_from_vjp, primitive, scale
+from ..ops._common import apply, defjvp_from_vjp, is_half, primitive, scale
 from ..ops._registry import prim_of
 from ..ops.creation import zeros_like
 from ..ops.elementwise import where
@@ -107,6 +107,11 @@ def _detached_max(x: Any, axis: Any) -> Any:
     bxp = _bxp(x)
     m = bxp.max(_data(x), axis=axis, keepdims=True)
     return bxp.where(bxp.isfinite(m), m, bxp.zeros_like(m))
+
+
+def _half(x: Any) -> Any:
+    """The dtype of ``x`` if it is float16 or bfloat16, else None."""
+    return _dtype(x) if is_half(_raw(x)) else None
 
 
 def _check_reduction(reduction: str, func: str, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
@@ -684,6 +689,9 @@ def log_softmax(input: Any, axis: int | None = None, *, dim: int | None = None) 
     """
     input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "log_softmax")
+    half = _half(input)
+    if half is not None:  # float16, bfloat16: computed in float32, rounded once (torch's)
+        return xg.astype(log_softmax(xg.astype(input, xg.float32), ax), half)
     s = input - _detached_max(input, ax)
     return s - xg.log(xg.sum(xg.exp(s), axis=ax, keepdims=True))
 
@@ -698,6 +706,9 @@ def softmax(input: Any, axis: int | None = None, *, dim: int | None = None) -> T
     """
     input = _tensor(input)  # noqa: A001 - (a raw array as a Tensor: see _tensor)
     ax = _axis(axis, dim, "softmax")
+    half = _half(input)
+    if half is not None:  # float16, bfloat16: computed in float32, rounded once (torch's)
+        return xg.astype(softmax(xg.astype(input, xg.float32), ax), half)
     e = xg.exp(input - _detached_max(input, ax))
     return e / xg.sum(e, axis=ax, keepdims=True)
 
@@ -1329,6 +1340,10 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int
         msg = f"{func}: label_smoothing must be in [0, 1], got {label_smoothing!r}"
         raise XpgradValueError(msg)
     cax = _class_axis(input, func)
+    half = _half(input)
+    if half is not None:  # float16, bfloat16 logits: the loss in float32, rounded once (torch's)
+        loss = cross_entropy(xg.astype(input, xg.float32), target, weight, ignore_index, reduction, label_smoothing)
+        return xg.astype(loss, half)
     if _fusable(input, target, weight):
         args = _xent_targets(input, target, weight, ignore_index, label_smoothing, cax, reduction, func)
         return apply(_xent, (input, *args), {"axis": cax, "reduction": reduction})[0]

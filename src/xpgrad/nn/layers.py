@@ -32,21 +32,23 @@ __all__ = [
 ]
 
 
-def _empty(shape: tuple[int, ...], dtype: Any = None, device: Any = None) -> Parameter:
-    """A zero Parameter on the policy's namespace and device; float32 unless a dtype is set (as PyTorch)."""
+def _empty(shape: tuple[int, ...], dtype: Any = None, device: Any = None, func: str = "nn") -> Parameter:
+    """A zero Parameter on the policy's namespace and device; float32 unless a dtype is set (as PyTorch).
+
+    ``func``, the layer's name, is the one errors name (a dtype the library lacks: bfloat16 on NumPy)."""
     p = current_policy()
-    name = dtype_name(dtype) if dtype is not None else (p.dtype or "float32")
+    name = dtype_name(dtype, func=func) if dtype is not None else (p.dtype or "float32")
     dev = resolve_device(p.xp, device) if device is not None else p.device
-    return Parameter(p.xp.zeros(shape, dtype=to_backend(name, p.xp), device=dev))
+    return Parameter(p.xp.zeros(shape, dtype=to_backend(name, p.xp, func=func), device=dev))
 
 
 def _buffer(shape: tuple[int, ...], value: float, dtype: Any = None, device: Any = None, *,
-            integer: bool = False) -> Tensor:
+            integer: bool = False, func: str = "nn") -> Tensor:
     """A constant Tensor (a buffer) on the policy's namespace and device, like `_empty`'s parameters."""
     p = current_policy()
-    name = "int64" if integer else (dtype_name(dtype) if dtype is not None else (p.dtype or "float32"))
+    name = "int64" if integer else (dtype_name(dtype, func=func) if dtype is not None else (p.dtype or "float32"))
     dev = resolve_device(p.xp, device) if device is not None else p.device
-    return Tensor(p.xp.full(shape, value, dtype=to_backend(name, p.xp), device=dev))
+    return Tensor(p.xp.full(shape, value, dtype=to_backend(name, p.xp, func=func), device=dev))
 
 
 def _positive(value: Any, what: str, func: str) -> int:
@@ -94,9 +96,9 @@ class Linear(Module):
         super().__init__()
         self.in_features = _positive(in_features, "in_features", "Linear")
         self.out_features = _positive(out_features, "out_features", "Linear")
-        self.weight = _empty((out_features, in_features), dtype, device)
+        self.weight = _empty((out_features, in_features), dtype, device, type(self).__name__)
         if bias:
-            self.bias = _empty((out_features,), dtype, device)
+            self.bias = _empty((out_features,), dtype, device, type(self).__name__)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -224,7 +226,7 @@ class Embedding(Module):
                 raise XpgradValueError(msg)
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
-        self.weight = _empty((num_embeddings, embedding_dim), dtype, device)
+        self.weight = _empty((num_embeddings, embedding_dim), dtype, device, type(self).__name__)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -262,10 +264,10 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = _empty(shape, dtype, device)
+            self.weight = _empty(shape, dtype, device, type(self).__name__)
             init.ones_(self.weight)
             if bias:
-                self.bias = _empty(shape, dtype, device)
+                self.bias = _empty(shape, dtype, device, type(self).__name__)
             else:
                 self.register_parameter("bias", None)
         else:
@@ -304,9 +306,9 @@ class Bilinear(Module):
         self.in1_features = _positive(in1_features, "in1_features", "Bilinear")
         self.in2_features = _positive(in2_features, "in2_features", "Bilinear")
         self.out_features = _positive(out_features, "out_features", "Bilinear")
-        self.weight = _empty((out_features, in1_features, in2_features), dtype, device)
+        self.weight = _empty((out_features, in1_features, in2_features), dtype, device, type(self).__name__)
         if bias:
-            self.bias = _empty((out_features,), dtype, device)
+            self.bias = _empty((out_features,), dtype, device, type(self).__name__)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -386,9 +388,9 @@ class _ConvNd(Module):
         self.transposed = self._transposed
         shape = ((in_channels, out_channels // groups) if self._transposed
                  else (out_channels, in_channels // groups)) + self.kernel_size
-        self.weight = _empty(shape, dtype, device)
+        self.weight = _empty(shape, dtype, device, type(self).__name__)
         if bias:
-            self.bias = _empty((out_channels,), dtype, device)
+            self.bias = _empty((out_channels,), dtype, device, type(self).__name__)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -625,17 +627,17 @@ class _BatchNorm(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = _empty((num_features,), dtype, device)
+            self.weight = _empty((num_features,), dtype, device, type(self).__name__)
             if bias:
-                self.bias = _empty((num_features,), dtype, device)
+                self.bias = _empty((num_features,), dtype, device, type(self).__name__)
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", _buffer((num_features,), 0.0, dtype, device))
-            self.register_buffer("running_var", _buffer((num_features,), 1.0, dtype, device))
+            self.register_buffer("running_mean", _buffer((num_features,), 0.0, dtype, device, func=type(self).__name__))
+            self.register_buffer("running_var", _buffer((num_features,), 1.0, dtype, device, func=type(self).__name__))
             self.register_buffer("num_batches_tracked", _buffer((), 0, device=device, integer=True))
         else:
             self.register_buffer("running_mean", None)
@@ -752,10 +754,10 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = _empty((num_channels,), dtype, device)
+            self.weight = _empty((num_channels,), dtype, device, type(self).__name__)
             init.ones_(self.weight)
             if bias:
-                self.bias = _empty((num_channels,), dtype, device)
+                self.bias = _empty((num_channels,), dtype, device, type(self).__name__)
             else:
                 self.register_parameter("bias", None)
         else:

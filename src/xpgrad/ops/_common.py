@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 from .._dispatch import raw_array
-from .._dtypes import DType, dtype, dtype_name, fast_name, promote_names
+from .._dtypes import HALF_DTYPE_NAMES, DType, dtype, dtype_name, fast_name, promote_names
 from .._exceptions import UnknownNameError
 from ..autograd._core import (
     GRAD_SLOT,
     WANT_FRESH,
+    ArgMeta,
     apply,
     apply1,
     apply2,
@@ -23,8 +25,8 @@ from ..autograd._tensor import Tensor
 
 __all__ = [
     "NOKW", "Array", "Tensor", "apply", "apply1", "apply2", "broadcast_like",
-    "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "is_complex",
-    "is_xpgrad", "promoting",
+    "composite", "conj", "declare", "defjvp_from_vjp", "fresh", "in_float32", "is_complex",
+    "is_half", "is_xpgrad", "promoting",
     "joint_linear_jvp", "jvp_from_vjp", "linear_jvp", "primitive", "reduction_jvp", "scale", "times_inf", "unit_from", "unscale",
     "zeros_like_shape",
 ]
@@ -59,6 +61,85 @@ def _dtype_is_complex(dt: Any) -> bool:
 def is_complex(x: Any) -> bool:
     """Whether an array (or Tensor) has a complex dtype; cheap on the hot path."""
     return _dtype_is_complex(x.dtype)
+
+
+# id(dtype object) -> (the object, is it float16 or bfloat16)
+_HALF: dict[int, tuple[Any, bool]] = {}
+
+
+def _dtype_is_half(dt: Any) -> bool:
+    e = _HALF.get(id(dt))
+    if e is not None and e[0] is dt:
+        return e[1]
+    try:
+        r = (dt.name if type(dt) is DType else fast_name(dt) or dtype_name(dt)) in HALF_DTYPE_NAMES
+    except UnknownNameError:
+        r = False
+    if len(_HALF) < 1024:
+        _HALF[id(dt)] = (dt, r)
+    return r
+
+
+def is_half(x: Any) -> bool:
+    """Whether an array (or Tensor) has dtype ``float16`` or ``bfloat16``; False for
+    anything without a dtype (a Python scalar, None)."""
+    dt = getattr(x, "dtype", None)
+    return dt is not None and _dtype_is_half(dt)
+
+
+def _half_of(args: tuple[Any, ...]) -> Any:
+    """The dtype of the first float16 or bfloat16 array of ``args`` (in a tuple too), else None
+    (the hot path of every reduction: one loop, the cache read inline)."""
+    for a in args:
+        dt = getattr(a, "dtype", None)
+        if dt is None:
+            if type(a) is tuple:
+                dt = _half_of(a)
+                if dt is not None:
+                    return dt
+            continue
+        e = _HALF.get(id(dt))
+        if e[1] if e is not None and e[0] is dt else _dtype_is_half(dt):
+            return dt
+    return None
+
+
+def in_float32(f: Any) -> Any:
+    """The forward or rule ``f(xp, *arrays, **kw)`` of a reduction, computed in float32 when
+    an argument is ``float16`` or ``bfloat16``, its float32 results cast back to that dtype.
+
+    Half precision cannot accumulate: a float16 sum stops growing at 2048 when it adds
+    ones one by one, and NumPy does so along any axis but the contiguous one. As torch
+    accumulates its half reductions, softmaxes and norms in float32, so do these: the
+    half arguments (in tuples too: a multi-output ``ans``) are cast to float32, and only
+    the result is rounded. An explicit ``dtype=`` keyword (``sum(x, dtype=...)``) is the
+    caller's choice, and the rules on Tensors (``create_graph``) call functions that
+    upcast by themselves: both run ``f`` as it is.
+    """
+
+    def cast(xp: Any, a: Any, to: Any) -> Any:
+        if isinstance(a, tuple):
+            return tuple(cast(xp, b, to) for b in a)
+        if not is_half(a):
+            return a
+        if type(a) is ArgMeta:  # (an argument the rule reads only the shape of: not saved)
+            return ArgMeta(a.shape, to, a.chunks)
+        return xp.astype(a, to)
+
+    @functools.wraps(f)
+    def wrapped(xp: Any, *args: Any, **kw: Any) -> Any:
+        half = _half_of(args)
+        if half is None or kw.get("dtype") is not None or is_xpgrad(xp):
+            return f(xp, *args, **kw)
+        f32 = dtype("float32", xp)
+        out = f(xp, *(cast(xp, a, f32) for a in args), **kw)
+
+        def back(o: Any) -> Any:
+            return xp.astype(o, half) if getattr(o, "dtype", None) == f32 else o
+
+        return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
+
+    return wrapped
 
 
 # (id(dtype a), id(dtype b)) -> (dtype a, dtype b, a's cast or None, b's cast or None): what

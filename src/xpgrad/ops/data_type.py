@@ -106,7 +106,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
             "standard does not permit; use xpgrad.real(x) (or abs) first, then astype"
         )
         raise XpgradTypeError(msg)
-    kw: dict[str, Any] = {"dtype": backend_dtype(name, xp), "copy": copy}
+    kw: dict[str, Any] = {"dtype": backend_dtype(name, xp, func="astype"), "copy": copy}
     if device is not None:
         dev = resolve_device(xp, device, func="astype")
         src = array_api_compat.device(data)
@@ -131,7 +131,7 @@ def _namespace(args: tuple[Any, ...], func: str) -> tuple[ModuleType, list[Any]]
         elif _is_array(a) or isinstance(a, (bool, int, float, complex)):
             out.append(a)
         else:
-            out.append(backend_dtype(_name(a, func), xp))
+            out.append(backend_dtype(_name(a, func), xp, func=func))
     return xp, out
 
 
@@ -212,7 +212,10 @@ def _info_target(type_: Any, func: str) -> tuple[ModuleType, Any, str]:
 def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
     """Machine limits of a floating dtype (of an array's dtype), from the backend.
 
-    For a complex dtype, the limits of its real and imaginary parts.
+    For a complex dtype, the limits of its real and imaginary parts. For ``float16``
+    and ``bfloat16``, the limits their formats fix (the libraries agree), whichever
+    library's dtype object is given: ``finfo(x.dtype)`` of a torch bfloat16 array
+    needs no torch policy.
 
     Raises:
         XpgradTypeError: not a floating dtype.
@@ -225,6 +228,9 @@ def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's paramete
         >>> xg.finfo(xg.complex128).dtype
         xpgrad.float64
     """
+    half = _HALF_INFO.get(_name(type, "finfo") if not _is_array(type) else "")
+    if half is not None:  # (the formats' limits, whichever library holds the dtype object)
+        return half
     xp, t, name = _info_target(type, "finfo")
     if not dtype_kind(name).endswith("floating"):
         msg = f"finfo: {name} is not a floating-point dtype; use iinfo for integers"
@@ -232,6 +238,17 @@ def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's paramete
     f = xp.finfo(t)
     return finfo_object(bits=int(f.bits), eps=float(f.eps), max=float(f.max), min=float(f.min),
                         smallest_normal=float(f.smallest_normal), dtype=DTYPES[real_dtype(name)])
+
+
+#: float16 (IEEE binary16) and bfloat16 (float32's exponent, 8 bits of mantissa): fixed by the
+#: formats, as every library reports them; asked of no namespace, so that ``finfo(x.dtype)``
+#: of a torch bfloat16 array needs no torch policy
+_HALF_INFO = {
+    "float16": finfo_object(bits=16, eps=2.0**-10, max=65504.0, min=-65504.0, smallest_normal=2.0**-14,
+                            dtype=DTYPES["float16"]),
+    "bfloat16": finfo_object(bits=16, eps=2.0**-7, max=(2 - 2.0**-7) * 2.0**127, min=-(2 - 2.0**-7) * 2.0**127,
+                             smallest_normal=2.0**-126, dtype=DTYPES["bfloat16"]),
+}
 
 
 def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002 - the standard's parameter name

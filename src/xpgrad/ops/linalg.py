@@ -58,7 +58,7 @@ from ..autograd import _batched
 from ..autograd._batched import STACK, Batched, from_phys, lift
 from ..autograd._batching_util import along_axes, check_ndim, is_array, lndim, negative_axis, pad, stacked_matrices, to_rank
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, composite, conj, is_complex, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, composite, conj, in_float32, is_complex, primitive, zeros_like_shape
 from ._registry import Chapter, prim_of
 from .elementwise import abs as _abs
 from .elementwise import multiply
@@ -1039,7 +1039,7 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
 
 
 def _trace_fwd(xp: Any, x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
-    return xp.linalg.trace(x, offset=offset, dtype=to_backend(dtype, xp))
+    return xp.linalg.trace(x, offset=offset, dtype=to_backend(dtype, xp, func="trace"))
 
 
 def _trace_vjp(xp: Any, g: Any, ans: Any, x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
@@ -1097,6 +1097,7 @@ def _norm_dir(xp: Any, x: Any, norm: Any, ord: float, axes: tuple[int, ...]) -> 
     return xp.sign(x) * ax ** (ord - 1) / safe ** (ord - 1)
 
 
+@in_float32  # (half precision: the norm and its rules in float32, as torch's)
 def _vector_norm_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False,
                      ord: float = 2) -> Any:  # noqa: A002 - the standard's name
     axes = _norm_axes(axis, x.ndim)
@@ -1104,6 +1105,7 @@ def _vector_norm_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, kee
     return None if d is None else _kept(xp, g, x, axes) * d
 
 
+@in_float32
 def _vector_norm_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: bool = False,
                      ord: float = 2) -> Any:  # noqa: A002 - the standard's name
     axes = _norm_axes(axis, x.ndim)
@@ -1116,6 +1118,7 @@ def _vector_norm_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: Any = None, kee
     return xp.sum(prod, axis=axes if axes else None, keepdims=keepdims)
 
 
+@in_float32
 def _vector_norm_fwd(xp: Any, x: Any, *, axis: Any = None, keepdims: bool = False, ord: float = 2) -> Any:  # noqa: A002
     return xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 

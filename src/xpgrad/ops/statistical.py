@@ -22,6 +22,7 @@ from ._common import (
     composite,
     conj,
     defjvp_from_vjp,
+    in_float32,
     is_complex,
     is_xpgrad,
     linear_jvp,
@@ -65,8 +66,12 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- sum, mean
+# The reductions of float16 and bfloat16 arrays accumulate in float32, as torch's do
+# (`in_float32`): their forwards and the rules that reduce (var's, prod's, the
+# cumulative ones') run in float32 and round the result to the input's dtype.
+@in_float32
 def _sum_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return xp.sum(x, axis=axis, dtype=to_backend(dtype, xp), keepdims=keepdims)
+    return xp.sum(x, axis=axis, dtype=to_backend(dtype, xp, func="sum"), keepdims=keepdims)
 
 
 def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
@@ -97,7 +102,7 @@ def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: 
     return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
 
 
-@op.function(batch=along_axes, fwd=lambda xp, x, **kw: xp.mean(x, **kw), vjp=(_mean_vjp,), jvp="linear", save=())
+@op.function(batch=along_axes, fwd=in_float32(lambda xp, x, **kw: xp.mean(x, **kw)), vjp=(_mean_vjp,), jvp="linear", save=())
 def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
     """Arithmetic mean over ``axis`` (all axes by default).
 
@@ -109,10 +114,12 @@ def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bo
 
 
 # ---------------------------------------------------------------- prod
+@in_float32
 def _prod_fwd(xp: Any, x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return xp.prod(x, axis=axis, dtype=to_backend(dtype, xp), keepdims=keepdims)
+    return xp.prod(x, axis=axis, dtype=to_backend(dtype, xp, func="prod"), keepdims=keepdims)
 
 
+@in_float32
 def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any = None,
               keepdims: bool = False) -> Any:
     # d prod / d x_i is the product of the other elements. With p the product of the
@@ -142,7 +149,8 @@ def _prod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any
     return g * conj(xp, d)
 
 
-@op.function(batch=along_axes, fwd=_prod_fwd, vjp=(_prod_vjp,), jvp=(reduction_jvp(_prod_vjp),), save=(0,), check_dtype=True)
+@op.function(batch=along_axes, fwd=_prod_fwd, vjp=(_prod_vjp,), jvp=(in_float32(reduction_jvp(_prod_vjp)),), save=(0,),
+             check_dtype=True)
 def prod(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
 ) -> Array:
@@ -170,6 +178,7 @@ def _dof(shape: tuple[int, ...], axis: Any, correction: float) -> float:
     return _count(shape, _norm_axes(axis, len(shape))) - correction
 
 
+@in_float32
 def _var_fwd(xp: Any, x: Any, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
     if _dof(tuple(x.shape), axis, correction) > 0:
         return xp.var(x, axis=axis, correction=correction, keepdims=keepdims)
@@ -178,6 +187,7 @@ def _var_fwd(xp: Any, x: Any, *, axis: Any = None, correction: float = 0.0, keep
     return xp.where(ss > 0, xp.full_like(ss, math.inf), xp.full_like(ss, math.nan))
 
 
+@in_float32
 def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction: float = 0.0,
              keepdims: bool = False) -> Any:
     shape = tuple(x.shape)
@@ -191,7 +201,7 @@ def _var_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, correction:
     return xp.where(centered == 0, math.nan, times_inf(xp, g))
 
 
-@op.function(batch=along_axes, fwd=_var_fwd, vjp=(_var_vjp,), jvp=(reduction_jvp(_var_vjp),), save=(0,))
+@op.function(batch=along_axes, fwd=_var_fwd, vjp=(_var_vjp,), jvp=(in_float32(reduction_jvp(_var_vjp)),), save=(0,))
 def var(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
 ) -> Array:
@@ -286,10 +296,12 @@ def _revcumsum(xp: Any, v: Any, axis: int) -> Any:
     return xp.flip(xp.cumulative_sum(xp.flip(v, axis=axis), axis=axis), axis=axis)
 
 
+@in_float32
 def _cumsum_fwd(xp: Any, x: Any, *, axis: int, dtype: Any = None, include_initial: bool = False) -> Any:
-    return xp.cumulative_sum(x, axis=axis, dtype=to_backend(dtype, xp), include_initial=include_initial)
+    return xp.cumulative_sum(x, axis=axis, dtype=to_backend(dtype, xp, func="cumulative_sum"), include_initial=include_initial)
 
 
+@in_float32
 def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = None,
                 include_initial: bool = False) -> Any:
     if include_initial:
@@ -302,8 +314,10 @@ _cumsum.defvjp(_cumsum_vjp)
 _cumsum.defjvp(linear_jvp(_cumsum))
 
 
+@in_float32
 def _cumprod_fwd(xp: Any, x: Any, *, axis: int, dtype: Any = None, include_initial: bool = False) -> Any:
-    return xp.cumulative_prod(x, axis=axis, dtype=to_backend(dtype, xp), include_initial=include_initial)
+    return xp.cumulative_prod(x, axis=axis, dtype=to_backend(dtype, xp, func="cumulative_prod"),
+                              include_initial=include_initial)
 
 
 def _cumprod_grad(xp: Any, g: Any, y: Any, x: Any, axis: int) -> tuple[Any, ...]:
@@ -324,6 +338,7 @@ def _cumprod_grad(xp: Any, g: Any, y: Any, x: Any, axis: int) -> tuple[Any, ...]
     return xp.where(before, a, xp.where(first, b, 0.0)), before, first, x1, y1
 
 
+@in_float32
 def _cumprod_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = None,
                  include_initial: bool = False) -> Any:
     if include_initial:
@@ -365,7 +380,7 @@ def _cumprod_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, dtype: Any = N
 _cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, check_dtype=True, chapter=_C,
                      batch=along_axis)
 _cumprod.defvjp(_cumprod_vjp)
-_cumprod.defjvp(_cumprod_jvp)
+_cumprod.defjvp(in_float32(_cumprod_jvp))
 
 
 def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:

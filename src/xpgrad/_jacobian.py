@@ -3,8 +3,12 @@
 
 ``jacrev`` runs the forward pass once and pulls the whole basis of output
 cotangents back through one batched backward pass; ``jacfwd`` pushes the basis of
-input tangents forward in one batched forward pass; ``hessian`` is ``jacfwd`` of
-``jacrev``. ``chunk_size`` bounds how many basis vectors go through at once.
+input tangents forward in one forward pass in which only the tangents are batched
+(the primal is computed once, unbatched, as ``jax.linearize`` pushes a batch of
+tangents: ``A @ x`` is one matrix-vector product, not one per direction);
+``hessian`` is ``jacfwd`` of ``jacrev``, so it too evaluates ``f`` once.
+``chunk_size`` bounds how many basis vectors go through at once (the primal is then
+computed once a chunk).
 """
 
 from __future__ import annotations

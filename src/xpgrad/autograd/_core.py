@@ -877,7 +877,7 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     hi = (GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a._requires_grad for a in args)) or any(
         _needs_tape(t, below) for t in ts
     ) or (bool(below) and any(_needs_tape(a, below) for a in args)) or (
-        _vmap_open and any(isinstance(t, Batched) for t in ts))  # (batched tangents: see _batched_tangent)
+        _vmap_open and any(isinstance(t, Batched) for t in ts))  # (a batched tangent: see functional._dual)
     total: Any = None
     if hi:
         xg = graph_namespace()  # (xpgrad itself: the rules run on Tensors)

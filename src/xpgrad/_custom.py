@@ -40,7 +40,7 @@ from .autograd._core import FWD_LEVELS, PRIMITIVES, Primitive, _record, apply
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
-from .functional import attach_tangent, logical_tangent, note_private
+from .functional import _one_copy, attach_tangent, logical_tangent, note_private
 from .ops._common import is_xpgrad
 from .ops.statistical import sum as xsum
 from .tree_util import leaves_up_to, map2, tree_flatten, tree_leaves, tree_map, tree_structure
@@ -711,7 +711,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         if st:  # (the physical outputs and cotangents, every level at full size)
-            live = [(to_phys(o, st, "custom_jvp"), to_phys(c, st, "custom_jvp")) for o, c in live]
+            live = [(_one_copy(to_phys(o, st, "custom_jvp"), st), _one_copy(to_phys(c, st, "custom_jvp"), st))
+                    for o, c in live]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]
         if not diff:

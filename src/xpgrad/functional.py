@@ -312,7 +312,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         flat = [t for leaves in diff_leaves for t in leaves]
         _check_holomorphic(value, flat, holomorphic, name, func)
         create_graph = _record_backward(depth)
-        vphys = to_phys(value, st, name) if st else value
+        vphys = _one_copy(to_phys(value, st, name), st) if st else value
         flat_phys = [_phys(t) for t in flat]
         if vphys.requires_grad:
             seed = _seed(vphys, None, name) if not st else _ones(vphys)
@@ -499,7 +499,7 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     out_leaves, out_def = tree_flatten(out)
     outs = [_output_tensor(o, func, fname, cuts) for o in out_leaves]
     if st_rec:
-        outs = [to_phys(o, st_rec, func) for o in outs]
+        outs = [_one_copy(to_phys(o, st_rec, func), st_rec) for o in outs]
     flat_phys = [_phys(t) for t in flat]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
@@ -836,6 +836,20 @@ def _logical_tangent(tan: Batched, st: tuple[Any, ...]) -> Any:
         idx = backend_namespace(raw).arange(0, n * n, n + 1, device=array_api_compat.device(raw))
         phys = xg.take(phys, idx, axis=j)
     return from_phys(phys, st if k >= k2 else lv)
+
+
+def _one_copy(t: Any, st: tuple[Any, ...]) -> Any:
+    """Physical ``t`` (batch axes ``st`` first) cut to its first example along each level of
+    tangents alone (see `Level`) along which a batching rule copied it (every copy is the same
+    value there). Differentiating every copy would sum them into one gradient; differentiating
+    the first gives the gradient once."""
+    if not any(lv.tangents_only for lv in st):
+        return t
+    shape = tuple(t.shape)
+    key = tuple(slice(0, 1) if lv.tangents_only and shape[i] != 1 else slice(None) for i, lv in enumerate(st))
+    if all(k == slice(None) for k in key):
+        return t
+    return t[key + (Ellipsis,)]
 
 
 def _physical_tangent(d: Batched, st: tuple[Any, ...], phys: Tensor) -> Batched:

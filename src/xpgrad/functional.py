@@ -849,7 +849,8 @@ def _one_copy(t: Any, st: tuple[Any, ...]) -> Any:
     key = tuple(slice(0, 1) if lv.tangents_only and shape[i] != 1 else slice(None) for i, lv in enumerate(st))
     if all(k == slice(None) for k in key):
         return t
-    return t[key + (Ellipsis,)]
+    index = (*key, Ellipsis)
+    return t[index]
 
 
 def _physical_tangent(d: Batched, st: tuple[Any, ...], phys: Tensor) -> Batched:

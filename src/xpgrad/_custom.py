@@ -40,7 +40,7 @@ from .autograd._core import FWD_LEVELS, PRIMITIVES, apply, record_opaque
 from .autograd._engine import _engine_call, _seed
 from .autograd._grad_mode import GRAD_ENABLED, enable_grad, no_grad
 from .autograd._tensor import Tensor, _wrap
-from .functional import note_private
+from .functional import _one_copy, attach_tangent, logical_tangent, note_private
 from .ops._common import is_xpgrad
 from .ops.statistical import sum as xsum
 from .tree_util import leaves_up_to, map2, tree_flatten, tree_leaves, tree_map, tree_structure
@@ -630,7 +630,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
                     return _zeros(a, True)
                 v = v if isinstance(v, Tensor) else _wrap(v)
                 # (inside vmap: the tangent of the physical value, batched as its primal)
-                return from_phys(v, a._levels) if isinstance(a, Batched) else v
+                return logical_tangent(v, a._levels) if isinstance(a, Batched) else v
             return _zeros(a, False) if _is_array(a) else 0.0
 
         tangents = tuple(tree_map(tangent, a) for a in args)
@@ -644,6 +644,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
 
         def attach(pair: Any) -> Any:
             o, d = pair
+            if st and isinstance(d, Batched) and any(lv.tangents_only for lv in st):
+                return attach_tangent(o, d, level)  # (jacfwd: the tangents alone are batched)
             if st and (isinstance(o, Batched) or isinstance(d, Batched)):
                 return _attach_batched(o, d, level, st)
             o = o if isinstance(o, Tensor) else _wrap(o)
@@ -667,7 +669,7 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
             leaves[j] = a if graph else _detached(a)
         primals = tree_structure(call.args).unflatten(leaves)
         if st:  # inside vmap: each example its own tangent (a physical leaf, the batch axes in front)
-            sizes = tuple(lv.size for lv in st)
+            sizes = tuple(1 if lv.tangents_only else lv.size for lv in st)  # (see Level)
 
             def dummy(a: Any) -> Any:
                 d = _raw(a)
@@ -701,7 +703,8 @@ class custom_jvp:  # noqa: N801 - a decorator, named as in JAX
         live = [(o if isinstance(o, Tensor) else _wrap(o), c) for o, c in zip(touts, cts)]
         live = [(o, c) for o, c in live if o.requires_grad]
         if st:  # (the physical outputs and cotangents, every level at full size)
-            live = [(to_phys(o, st, "custom_jvp"), to_phys(c, st, "custom_jvp")) for o, c in live]
+            live = [(_one_copy(to_phys(o, st, "custom_jvp"), st), _one_copy(to_phys(c, st, "custom_jvp"), st))
+                    for o, c in live]
         targets = [dummies[j] for j in call.pos]
         diff = [d for d in targets if isinstance(d, Tensor) and d.requires_grad]
         if not diff:

@@ -3,8 +3,12 @@
 
 ``jacrev`` runs the forward pass once and pulls the whole basis of output
 cotangents back through one batched backward pass; ``jacfwd`` pushes the basis of
-input tangents forward in one batched forward pass; ``hessian`` is ``jacfwd`` of
-``jacrev``. ``chunk_size`` bounds how many basis vectors go through at once.
+input tangents forward in one forward pass in which only the tangents are batched
+(the primal is computed once, unbatched, as ``jax.linearize`` pushes a batch of
+tangents: ``A @ x`` is one matrix-vector product, not one per direction);
+``hessian`` is ``jacfwd`` of ``jacrev``, so it too evaluates ``f`` once.
+``chunk_size`` bounds how many basis vectors go through at once (the primal is then
+computed once a chunk).
 """
 
 from __future__ import annotations
@@ -19,10 +23,23 @@ from ._dispatch import backend_namespace, raw_array
 from ._dtypes import dtype_name
 from ._exceptions import CutGraphError, XpgradTypeError, XpgradValueError
 from ._vmap import vmap
-from .autograd._batched import STACK, ConcretizationError
+from .autograd._batched import STACK, Batched, ConcretizationError
 from .autograd._core import raw_dtype
 from .autograd._tensor import Tensor, _wrap
-from .functional import _DEPTH, _as_tensor, _check_repeats, _is_int_leaf, _jvp, _ns, _vjp, _zeros_like_any, check_argnums, check_fun
+from .functional import (
+    _DEPTH,
+    _as_tensor,
+    _check_repeats,
+    _is_array,
+    _is_int_leaf,
+    _jvp,
+    _ns,
+    _unwrap,
+    _vjp,
+    _zeros_like_any,
+    check_argnums,
+    check_fun,
+)
 from .ops._common import is_complex
 from .ops.creation import asarray
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_structure
@@ -334,29 +351,47 @@ def _jacrev(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorp
     return blocks, out, aux
 
 
+def _aux_leaf(a: Any, raw_in: bool) -> Any:
+    """An aux leaf as ``jvp`` returns it: raw for the caller's raw arrays, a Tensor otherwise."""
+    if raw_in:
+        return _unwrap(a)
+    return _wrap(a) if _is_array(a) and not isinstance(a, Tensor) else a
+
+
 def _jacfwd(g: Callable[..., Any], diff_args: list[Any], has_aux: bool, holomorphic: bool, name: str,
             chunk_size: int | None) -> tuple[list[list[Any]], Any, Any]:
     in_leaves, in_def = tree_flatten(diff_args)
     _check_complex(in_leaves, holomorphic, name, "inputs")
     total = sum(_size(x) for x in in_leaves)
-    if total == 0 or has_aux:  # the output's structure (and aux): one plain evaluation
+    if total == 0:  # the output's structure (and aux): one plain evaluation
         zeros = [_zeros_like_any(x) for x in in_leaves]
         res = _jvp(g, tuple(diff_args), tuple(in_def.unflatten(zeros)), has_aux, name)
         out, aux = res[0], (res[2] if has_aux else None)
-        if total == 0:
-            return [[_empty_block(o, x) for x in in_leaves] for o in tree_leaves(out)], out, aux
-    else:
-        out = aux = None
+        return [[_empty_block(o, x) for x in in_leaves] for o in tree_leaves(out)], out, aux
+    raw_in = _DEPTH.get() == 0 and not STACK.get() and not any(isinstance(x, Tensor) for x in in_leaves)
+    aux_box: list[Any] = []
 
     def push(*tans: Any) -> Any:
-        r = _jvp(g, tuple(diff_args), tuple(in_def.unflatten(list(tans))), has_aux, name)
-        return r[1], r[0]
+        # the primals stay unbatched along this vmap's level: f's primal computation runs
+        # once, and only the tangents are batched (as jax.linearize pushes them)
+        STACK.get()[-1].tangents_only = True  # (see Level)
+        r = _jvp(g, tuple(diff_args), tuple(in_def.unflatten(list(tans))), has_aux, name, True)
+        if not has_aux:
+            return r[1], r[0], []
+        leaves, tdef = tree_flatten(r[2])
+        if not aux_box:  # (the first chunk's: with chunk_size, f runs once a chunk)
+            aux_box.append((leaves, tdef))
+        return r[1], r[0], [a for a in leaves if isinstance(a, Batched)]  # (these leave through vmap)
 
     # (one function for every direction: a random draw inside is shared by them)
-    tan_out, prim_out = vmap(push, chunk_size=chunk_size, randomness="same")(*_basis(in_leaves))
-    if out is None:  # (the same for every basis vector: the first one's)
-        first = [p[0, ...] for p in tree_leaves(prim_out)]
-        out = tree_structure(prim_out).unflatten(first)
+    tan_out, prim_out, aux_out = vmap(push, chunk_size=chunk_size, randomness="same")(*_basis(in_leaves))
+    # (the same for every basis vector: the first one's)
+    out = tree_structure(prim_out).unflatten([p[0, ...] for p in tree_leaves(prim_out)])
+    aux = None
+    if has_aux:
+        leaves, tdef = aux_box[0]
+        it = iter(aux_out)
+        aux = tdef.unflatten([_aux_leaf(next(it)[0, ...] if isinstance(a, Batched) else a, raw_in) for a in leaves])
     blocks = []
     for o, t in zip(tree_leaves(out), tree_leaves(tan_out)):
         # t: (total, *o.shape) -> (*o.shape, total) -> per input leaf (*o.shape, *x.shape)

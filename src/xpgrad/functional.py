@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import array_api_compat
 import numpy as np
 
 from ._dispatch import backend_namespace, check_devices
@@ -312,7 +313,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int], has_aux
         flat = [t for leaves in diff_leaves for t in leaves]
         _check_holomorphic(value, flat, holomorphic, name, func)
         create_graph = _record_backward(depth)
-        vphys = to_phys(value, st, name) if st else value
+        vphys = _one_copy(to_phys(value, st, name), st) if st else value
         flat_phys = [_phys(t) for t in flat]
         if vphys.requires_grad:
             seed = _seed(vphys, None, name) if not st else _ones(vphys)
@@ -499,7 +500,7 @@ def _vjp(f: Callable[..., Any], primals: Sequence[Any], has_aux: bool, func: str
     out_leaves, out_def = tree_flatten(out)
     outs = [_output_tensor(o, func, fname, cuts) for o in out_leaves]
     if st_rec:
-        outs = [to_phys(o, st_rec, func) for o in outs]
+        outs = [_one_copy(to_phys(o, st_rec, func), st_rec) for o in outs]
     flat_phys = [_phys(t) for t in flat]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
@@ -639,8 +640,13 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     return _jvp(f, primals, tangents, has_aux, "jvp")
 
 
-def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool, func: str) -> Any:
-    """[`jvp`][xpgrad.functional.jvp], with ``func`` (the transform the user called) in error messages."""
+def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool, func: str,
+         lin: bool = False) -> Any:
+    """[`jvp`][xpgrad.functional.jvp], with ``func`` (the transform the user called) in error messages.
+
+    ``lin``: called inside a vmap over the tangents alone (``jacfwd``): a primal that vmap does
+    not batch stays unbatched and carries the batched tangent (see `_dual`), so ``f``'s primal
+    computation runs once, on the unbatched values, and only the tangents are batched."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         msg = (
             f"{func}: primals and tangents must be tuples (or lists) with one entry per argument, "
@@ -658,7 +664,7 @@ def _jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         for k, (p, t) in enumerate(zip(primals, tangents)):
             pl, treedef = tree_flatten(p)
             tl = leaves_up_to(treedef, t, func, f"primal {k} and its tangent", p)
-            wrapped.append(treedef.unflatten([_dual(x, v, level, func, k) for x, v in zip(pl, tl)]))
+            wrapped.append(treedef.unflatten([_dual(x, v, level, func, k, lin) for x, v in zip(pl, tl)]))
         token = _DEPTH.set(depth + 1)
         window = _cut.open_window(func)
         try:
@@ -690,13 +696,20 @@ def _check_tangents(out_leaves: list[Any], level: int, func: str, fname: str, cu
             _cut.check_forward(func, fname, cuts, level, f"output {k}")
 
 
-def _dual(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
+def _dual(x: Any, v: Any, level: int, func: str, k: int, lin: bool = False) -> Tensor:
     """The Tensor standing for primal ``x`` with tangent ``v`` at ``level``.
 
     Inside vmap: Batched, with the primal and the tangent both at full size along every
-    level (a tangent lives on the physical value, so they must have one shape)."""
+    level (a tangent lives on the physical value, so they must have one shape). With ``lin``
+    (`_jvp`), a primal that is not batched stays as it is and its tangent is the batched ``v``
+    itself: a tangent may be a Batched value whose example shape is its primal's physical
+    shape (the rules of forward mode then run on Tensors and batch through vmap's rules;
+    `_logical_tangent` turns it back into a batched value's tangent)."""
     st = STACK.get()
-    if st and (isinstance(x, Tensor) or _is_array(x) or isinstance(x, _SCALARS)) and (
+    if lin and isinstance(x, Batched) and isinstance(v, Batched):
+        px = x._inner
+        return from_phys(_dual_leaf(px, _physical_tangent(v, x._levels, px), level, func, k), x._levels)  # type: ignore[no-any-return]
+    if st and not lin and (isinstance(x, Tensor) or _is_array(x) or isinstance(x, _SCALARS)) and (
             isinstance(v, Tensor) or _is_array(v) or isinstance(v, _SCALARS)):
         xs = tuple(x.shape) if hasattr(x, "shape") else ()
         vs = tuple(v.shape) if hasattr(v, "shape") else xs
@@ -730,9 +743,24 @@ def _dual_leaf(x: Any, v: Any, level: int, func: str, k: int) -> Tensor:
             "primals have tangents (close over integer arguments instead)"
         )
         raise XpgradTypeError(msg)
+    if isinstance(v, Batched):  # (a batched tangent of an unbatched primal: see _dual)
+        vd = v._inner.data
+        tv: Any = v
+        if tuple(v.shape) != tuple(data.shape):
+            msg = f"{func}: tangent {k} has shape {tuple(v.shape)}, but its primal has shape {tuple(data.shape)}"
+            raise XpgradValueError(msg)
+        if vd.dtype != data.dtype:
+            msg = (
+                f"{func}: tangent {k} has dtype {dtype_name(vd.dtype)}, but its primal has dtype "
+                f"{dtype_name(data.dtype)}; they must be equal"
+            )
+            raise XpgradTypeError(msg)
+        check_devices(vd, data, func=func)
+        t._fw = {level: tv} if not t._fw else {**t._fw, level: tv}
+        return t
     if isinstance(v, Tensor):
         vd = v.data
-        tv: Any = v if (v.requires_grad or v._fw) else vd
+        tv = v if (v.requires_grad or v._fw) else vd
     elif _is_array(v):
         vd = tv = v
     elif isinstance(v, _SCALARS) and not isinstance(v, bool):
@@ -759,7 +787,7 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> tuple[Any, An
     if isinstance(o, Batched):
         st = o._levels
         p, tan = _split_tangent(o._inner, level, func, False)
-        return from_phys(p, st), from_phys(tan, st)
+        return from_phys(p, st), logical_tangent(tan, st)
     if isinstance(o, Tensor):
         fw = o._fw
         tan = fw.get(level) if fw else None
@@ -780,6 +808,85 @@ def _split_tangent(o: Any, level: int, func: str, raw_in: bool) -> tuple[Any, An
     if raw_in:
         return _unwrap(p), _unwrap(tan)
     return p, (tan if isinstance(tan, Tensor) or not hasattr(tan, "shape") else _wrap(tan))
+
+
+def _logical_tangent(tan: Batched, st: tuple[Any, ...]) -> Any:
+    """The tangent of a Batched value of levels ``st`` whose physical value has the batched
+    tangent ``tan`` (see `_dual`): ``tan``'s examples have the physical shape, the batch axes of
+    ``st`` first. Each level's axis of the result joins ``tan``'s axis for it and the physical
+    one; where both vary, example ``i`` is the tangent of the physical value's example ``i``."""
+    xg = graph_namespace()
+    lv = tan._levels
+    k2, k = len(lv), len(st)
+    kk = max(k, k2)
+    phys = tan._inner
+    shp: tuple[Any, ...] = tuple(phys.shape)
+    tax, pax, rest = shp[:k2], shp[k2:k2 + k], shp[k2 + k:]
+    tax += (1,) * (kk - k2)
+    pax += (1,) * (kk - k)
+    phys = xg.reshape(phys, tax + pax + rest)
+    perm = tuple(a for j in range(kk) for a in (j, kk + j)) + tuple(range(2 * kk, 2 * kk + len(rest)))
+    if perm != tuple(range(len(perm))):
+        phys = xg.permute_dims(phys, perm)
+    both = [j for j, (a, b) in enumerate(zip(tax, pax)) if a != 1 and b != 1]
+    phys = xg.reshape(phys, tuple(b if a == 1 else (a * b if j in both else a) for j, (a, b) in enumerate(zip(tax, pax)))
+                      + rest)
+    for j in both:  # (both vary: the diagonal)
+        n = int(pax[j])  # type: ignore[arg-type]
+        raw = phys.data
+        idx = backend_namespace(raw).arange(0, n * n, n + 1, device=array_api_compat.device(raw))
+        phys = xg.take(phys, idx, axis=j)
+    return from_phys(phys, st if k >= k2 else lv)
+
+
+def _one_copy(t: Any, st: tuple[Any, ...]) -> Any:
+    """Physical ``t`` (batch axes ``st`` first) cut to its first example along each level of
+    tangents alone (see `Level`) along which a batching rule copied it (every copy is the same
+    value there). Differentiating every copy would sum them into one gradient; differentiating
+    the first gives the gradient once."""
+    if not any(lv.tangents_only for lv in st):
+        return t
+    shape = tuple(t.shape)
+    key = tuple(slice(0, 1) if lv.tangents_only and shape[i] != 1 else slice(None) for i, lv in enumerate(st))
+    if all(k == slice(None) for k in key):
+        return t
+    index = (*key, Ellipsis)
+    return t[index]
+
+
+def _physical_tangent(d: Batched, st: tuple[Any, ...], phys: Tensor) -> Batched:
+    """Batched tangent ``d`` of a value batched along ``st`` whose physical value is ``phys``, as
+    the tangent of ``phys``: batched along ``d``'s levels, with ``phys``'s shape as its example
+    shape (the inverse of `_logical_tangent`)."""
+    xg = graph_namespace()
+    k2 = len(d._levels)
+    dp = d._inner
+    s = tuple(dp.shape)
+    dp = xg.reshape(dp, s[:k2] + (1,) * len(st) + s[k2:])
+    full = s[:k2] + tuple(phys.shape)
+    if tuple(dp.shape) != full:
+        dp = xg.broadcast_to(dp, full)
+    return from_phys(dp, d._levels)  # type: ignore[no-any-return]
+
+
+def attach_tangent(o: Any, d: Batched, level: int) -> Any:
+    """Output ``o`` with the batched tangent ``d`` at ``level`` (a custom_jvp rule's, inside
+    ``jacfwd``: see `_dual`), without copying ``o`` along ``d``'s levels."""
+    o = o if isinstance(o, Tensor) else _wrap(o)
+    st = o._levels if isinstance(o, Batched) else ()
+    p = o._inner if isinstance(o, Batched) else o
+    r = _wrap(p.data, p._node, p._oidx, p._version)
+    r._requires_grad = p._requires_grad
+    r._fw = p._fw
+    if is_float(p.data.dtype):
+        r._fw = {**(p._fw or {}), level: _physical_tangent(d, st, p) if st else d}
+    return from_phys(r, st) if st else r
+
+
+def logical_tangent(v: Any, st: tuple[Any, ...]) -> Any:
+    """The tangent ``v`` of the physical value of a Batched value of levels ``st``, as the
+    tangent of that Batched value."""
+    return _logical_tangent(v, st) if isinstance(v, Batched) else from_phys(v, st)
 
 
 def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:

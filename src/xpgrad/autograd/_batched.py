@@ -80,15 +80,20 @@ UNBATCHABLE: Mapping[str, str] = _Table("unbatchable")
 class Level:
     """One open vmap: its batch size, and how random functions draw under it (``randomness``:
     ``"same"``, ``"different"`` or ``"error"``; ``rng``, the vmap call's state for them, shared
-    by its chunks; ``offset``, the index in the whole batch of this chunk's first example)."""
+    by its chunks; ``offset``, the index in the whole batch of this chunk's first example).
 
-    __slots__ = ("__weakref__", "offset", "randomness", "rng", "size")
+    ``tangents_only``: only forward-mode tangents vary along this level (``jacfwd``'s, which
+    pushes a batch of tangents through one evaluation of the primal), so `materialize` never
+    copies a value along it: every other value is the same for each of its examples."""
+
+    __slots__ = ("__weakref__", "offset", "randomness", "rng", "size", "tangents_only")
 
     def __init__(self, size: int, randomness: str = "same", rng: Any = None, offset: int = 0) -> None:
         self.size = size
         self.randomness = randomness
         self.rng = rng
         self.offset = offset
+        self.tangents_only = False
 
     def __repr__(self) -> str:
         return f"<vmap level of size {self.size}>"
@@ -567,13 +572,14 @@ def lift(x: Any, st: tuple[Level, ...]) -> Any:
 
 
 def materialize(t: Any, k: int, st: tuple[Level, ...]) -> Any:
-    """Physical ``t`` (with ``k`` batch axes) broadcast to the full size of every level of ``st``."""
+    """Physical ``t`` (with ``k`` batch axes) broadcast to the full size of every level of ``st``
+    (but a level of tangents alone, see `Level`: there ``t`` keeps its size)."""
     K = len(st)
     s = tuple(t.shape)
     if k < K:
         t = _reshape(t, s[:k] + (1,) * (K - k) + s[k:])
         s = tuple(t.shape)
-    full = tuple(lv.size for lv in st) + s[K:]
+    full = tuple(s[i] if lv.tangents_only else lv.size for i, lv in enumerate(st)) + s[K:]
     if s != full:
         t = apply(PRIMITIVES["broadcast_to"], (t,), {"shape": full})
     return t

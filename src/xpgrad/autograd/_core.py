@@ -976,7 +976,8 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     # differentiable tangent computation: when an outer level or the tape must see it
     hi = (GRAD_ENABLED.get() and any(isinstance(a, Tensor) and a._requires_grad for a in args)) or any(
         _needs_tape(t, below) for t in ts
-    ) or (bool(below) and any(_needs_tape(a, below) for a in args))
+    ) or (bool(below) and any(_needs_tape(a, below) for a in args)) or (
+        _vmap_open and any(isinstance(t, Batched) for t in ts))  # (a batched tangent: see functional._dual)
     total: Any = None
     if hi:
         xg = graph_namespace()  # (xpgrad itself: the rules run on Tensors)
@@ -1010,7 +1011,7 @@ def _tangent(prim: Primitive, xp: ModuleType, level: int, active: tuple[int, ...
     for o, r in zip(outs, total if prim.multi else (total,)):
         if r is None or not is_float(o.data.dtype):
             continue
-        if isinstance(r, Tensor) and not _needs_tape(r, below):
+        if isinstance(r, Tensor) and not isinstance(r, Batched) and not _needs_tape(r, below):
             r = r.data  # a constant: keep it raw (cheap downstream)
         o._fw = {level: r} if not o._fw else {**o._fw, level: r}
 

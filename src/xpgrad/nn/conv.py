@@ -23,12 +23,17 @@ from typing import Any
 import array_api_compat
 
 from .. import _namespace as xg
+from .. import _tracing
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
-from ..autograd._batched import Batched
+from .._vmap_rules._util import full
+from .._vmap_rules._util import op as _op
+from ..autograd._batched import RULES, Batched
+from ..autograd._core import Primitive, apply, primitive
 from ..autograd._tensor import Tensor
+from ..ops._common import is_xpgrad
 from ._checks import check_dtype
 
 __all__ = [
@@ -215,10 +220,303 @@ def _conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...]
     return [(p, p) for p in ntuple(padding, n, "padding", func)]
 
 
+# ---------------------------------------------------------------------- convolution primitives
+# Two primitives: ``nn.conv2d`` (cross-correlation, no bias) and ``nn.conv_transpose2d``, its
+# adjoint in the input. ``pads`` is a pair (lo, hi) per spatial axis; a negative amount crops
+# (the rules' own calls need that). The transposed convolution's output is the full transposed
+# convolution, ``(H - 1) * stride + dilation * (k - 1) + 1``, less ``lo`` and ``hi`` at the ends.
+# Each forward is the library's own kernel where it has one (torch's ``conv2d`` /
+# ``conv_transpose2d``, JAX's ``lax.conv_general_dilated``), else the portable composition of
+# the standard's functions below (the reference the native kernels are tested against). The
+# rules call the primitives themselves: the input's gradient of one is the other, the weight's
+# gradient a convolution of the input with the cotangent; so first order on raw arrays runs
+# native kernels both ways, and create_graph records them on Tensors (any order).
+Pads = tuple[tuple[int, int], ...]
+
+
+def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
+    """Zero-pad (or crop, a negative amount) the last ``len(pads)`` axes of raw ``x``."""
+    nd = x.ndim
+    first = nd - len(pads)
+    for k, (lo, hi) in enumerate(pads):
+        axis = first + k
+        n = int(x.shape[axis])
+        if lo < 0 or hi < 0:
+            x = x[_along(axis, max(-lo, 0), n - max(-hi, 0))]
+            lo, hi = max(lo, 0), max(hi, 0)
+        if lo == 0 and hi == 0:
+            continue
+        parts = []
+        shape = [int(s) for s in x.shape]
+        dev = array_api_compat.device(x)
+        if lo:
+            shape[axis] = lo
+            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+        parts.append(x)
+        if hi:
+            shape[axis] = hi
+            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+        x = xp.concat(parts, axis=axis)
+    return x
+
+
+def _conv_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                   groups: int) -> Any:
+    """The composed convolution on raw arrays: one strided slice per kernel offset, one matmul."""
+    x = _xpad(xp, x, pads)
+    n, c, h, wd = (int(s) for s in x.shape)
+    o, cg, kh, kw = (int(s) for s in w.shape)
+    (sh, sw), (dh, dw) = stride, dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    k = kh * kw
+    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1):
+        cols = xp.reshape(x, (n, c, 1, oh * ow))
+    else:
+        cols = xp.stack([
+            x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)
+        ], axis=2)
+    if groups == 1:
+        y = xp.matmul(xp.reshape(w, (o, cg * k)), xp.reshape(cols, (n, c * k, oh * ow)))
+    else:
+        # each reshape only splits or only merges axes (Dask reshapes nothing else)
+        wg = xp.reshape(xp.reshape(w, (groups, o // groups, cg, kh, kw)), (groups, o // groups, cg * k))
+        cols = xp.reshape(xp.reshape(cols, (n, groups, cg, k, oh, ow)), (n, groups, cg * k, oh * ow))
+        y = xp.reshape(xp.matmul(wg, cols), (n, o, oh * ow))
+    return xp.reshape(y, (n, o, oh, ow))
+
+
+def _flip_swap(xp: Any, w: Any, groups: int) -> Any:
+    """A transposed convolution's weight ``(C_in, C_out/g, kh, kw)`` as the equivalent forward
+    convolution's: flipped, in and out channels swapped within each group."""
+    ci, og, kh, kw = (int(s) for s in w.shape)
+    wf = xp.flip(w, axis=(2, 3))
+    wf = xp.reshape(wf, (groups, ci // groups, og, kh, kw))
+    return xp.reshape(xp.permute_dims(wf, (0, 2, 1, 3, 4)), (groups * og, ci // groups, kh, kw))
+
+
+def _conv_t_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                     groups: int) -> Any:
+    """The composed transposed convolution: the zero-stuffed, re-padded input convolved with the flipped kernel."""
+    for axis, s in ((2, stride[0]), (3, stride[1])):
+        if s == 1:
+            continue
+        shape = tuple(int(v) for v in x.shape)
+        zero = xp.zeros(shape, dtype=x.dtype, device=array_api_compat.device(x))
+        x = xp.stack([x] + [zero] * (s - 1), axis=axis + 1)
+        x = xp.reshape(x, (*shape[:axis], shape[axis] * s, *shape[axis + 1:]))
+        x = x[_along(axis, 0, (shape[axis] - 1) * s + 1)]
+    kernel = (int(w.shape[2]), int(w.shape[3]))
+    full = tuple((d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi) in zip(kernel, dilation, pads, strict=True))
+    return _conv_portable(xp, x, _flip_swap(xp, w, groups), stride=(1, 1), pads=full, dilation=dilation,
+                          groups=groups)
+
+
+def _torch_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                groups: int) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    (lh, hh), (lw, hw) = pads
+    if lh == hh >= 0 and lw == hw >= 0:
+        return F.conv2d(x, w, None, stride, (lh, lw), dilation, groups)
+    return F.conv2d(F.pad(x, (lw, hw, lh, hh)), w, None, stride, 0, dilation, groups)
+
+
+def _torch_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                  groups: int) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    opad = []
+    for (lo, hi), s, d in zip(pads, stride, dilation, strict=True):
+        if lo < 0 or not 0 <= lo - hi < max(s, d):
+            y = F.conv_transpose2d(x, w, None, stride, 0, 0, groups, dilation)
+            (lh, hh), (lw, hw) = pads
+            return F.pad(y, (-lw, -hw, -lh, -hh))
+        opad.append(lo - hi)
+    return F.conv_transpose2d(x, w, None, stride, (pads[0][0], pads[1][0]), tuple(opad), groups, dilation)
+
+
+def _torch_conv_wgrad(x: Any, g: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                      groups: int) -> Any:
+    """The weight's gradient of ``nn.conv2d`` by torch's own backward kernel."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    (lh, hh), (lw, hw) = pads
+    if lh == hh >= 0 and lw == hw >= 0:
+        padding = [lh, lw]
+    else:
+        x, padding = F.pad(x, (lw, hw, lh, hh)), [0, 0]
+    return torch.ops.aten.convolution_backward(g, x, w, None, list(stride), padding, list(dilation), False, [0, 0],
+                                               groups, [False, True, False])[1]
+
+
+def _jax_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+              groups: int) -> Any:
+    from jax import lax
+
+    return lax.conv_general_dilated(x, w, stride, pads, rhs_dilation=dilation, feature_group_count=groups)
+
+
+def _jax_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                groups: int) -> Any:
+    import jax.numpy as jnp
+    from jax import lax
+
+    kernel = (int(w.shape[2]), int(w.shape[3]))
+    full = [(d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi) in zip(kernel, dilation, pads, strict=True)]
+    return lax.conv_general_dilated(x, _flip_swap(jnp, w, groups), (1, 1), full, lhs_dilation=stride,
+                                    rhs_dilation=dilation, feature_group_count=groups)
+
+
+_NATIVE_FNS: dict[str, dict[str, Any]] = {
+    "torch": {"conv2d": _torch_conv, "conv_transpose2d": _torch_conv_t, "conv2d_wgrad": _torch_conv_wgrad},
+    "jax": {"conv2d": _jax_conv, "conv_transpose2d": _jax_conv_t},
+}
+_NATIVE: dict[tuple[int, str], Any] = {}
+#: whether the native kernels are used (tests turn them off to compare with the composition)
+USE_NATIVE = [True]
+
+
+def native_kernel(xp: Any, name: str) -> Any:
+    """The library's own kernel ``name`` for arrays of namespace ``xp`` (recorded as one call under
+    xg.jit), or None: then the portable composition runs. Never imports a library itself."""
+    if not USE_NATIVE[0]:
+        return None
+    key = (id(xp), name)
+    try:
+        return _NATIVE[key]
+    except KeyError:
+        pass
+    base = _tracing.base_namespace(xp)
+    f: Any
+    if base is not None:
+        f = native_kernel(base, name)
+        if f is not None:
+            f = _tracing.recorded(f, f"nn.{name}", xp)
+    elif array_api_compat.is_torch_namespace(xp):
+        f = _NATIVE_FNS["torch"].get(name)
+    elif array_api_compat.is_jax_namespace(xp):
+        f = _NATIVE_FNS["jax"].get(name)
+    else:
+        f = None
+    _NATIVE[key] = f
+    return f
+
+
+def _conv_fwd(xp: Any, x: Any, w: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "conv2d")
+    return _conv_portable(xp, x, w, **kw) if f is None else f(x, w, **kw)
+
+
+def _conv_t_fwd(xp: Any, x: Any, w: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "conv_transpose2d")
+    return _conv_t_portable(xp, x, w, **kw) if f is None else f(x, w, **kw)
+
+
+_CONV = primitive("nn.conv2d", _conv_fwd, save=(0, 1), chapter="nn")
+_CONV_T = primitive("nn.conv_transpose2d", _conv_t_fwd, save=(0, 1), chapter="nn")
+
+
+def _call(xp: Any, prim: Primitive, *args: Any, **kw: Any) -> Any:
+    """``prim`` inside a rule: its forward on raw arrays, recorded on Tensors (create_graph)."""
+    if is_xpgrad(xp):
+        return apply(prim, args, kw)
+    return prim.fwd(xp, *args, **kw)
+
+
+def _trim(size: int, out: int, k: int, s: int, d: int, lo: int, hi: int) -> int:
+    """``hi`` less the rows of the padded input that no window of the convolution reads."""
+    return hi - (size + lo + hi - d * (k - 1) - 1 - s * (out - 1))
+
+
+def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+           groups: int) -> Any:
+    """The weight's gradient of ``conv2d(x, w)`` for the cotangent ``g``: a convolution of the input
+    (channels as the batch) with ``g`` (examples as the channels), stride and dilation swapped."""
+    f = None if is_xpgrad(xp) else native_kernel(xp, "conv2d_wgrad")
+    if f is not None:
+        return f(x, g, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
+    n, _, h, wd = (int(s) for s in x.shape)
+    o, cg, kh, kw = (int(s) for s in w.shape)
+    oh, ow = int(g.shape[2]), int(g.shape[3])
+    pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
+                  zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
+    if groups == 1:
+        xt = xp.permute_dims(x, (1, 0, 2, 3))
+        gt = xp.permute_dims(g, (1, 0, 2, 3))
+    else:
+        og = o // groups
+        xt = xp.reshape(xp.permute_dims(xp.reshape(x, (n, groups, cg, h, wd)), (2, 1, 0, 3, 4)),
+                        (cg, groups * n, h, wd))
+        gt = xp.reshape(xp.permute_dims(xp.reshape(g, (n, groups, og, oh, ow)), (1, 2, 0, 3, 4)),
+                        (groups * og, n, oh, ow))
+    r = _call(xp, _CONV, xt, gt, stride=dilation, pads=pads2, dilation=stride, groups=groups)
+    return xp.permute_dims(r, (1, 0, 2, 3))
+
+
+def _conv_vjp_x(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                dilation: tuple[int, ...], groups: int) -> Any:
+    h, wd = int(x.shape[2]), int(x.shape[3])
+    kh, kw = int(w.shape[2]), int(w.shape[3])
+    oh, ow = int(g.shape[2]), int(g.shape[3])
+    pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
+                  zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
+    return _call(xp, _CONV_T, g, w, stride=stride, pads=pads2, dilation=dilation, groups=groups)
+
+
+def _conv_vjp_w(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                dilation: tuple[int, ...], groups: int) -> Any:
+    return _wgrad(xp, x, g, w, stride, pads, dilation, groups)
+
+
+def _conv_t_vjp_x(xp: Any, g: Any, ans: Any, x: Any, w: Any, **kw: Any) -> Any:
+    return _call(xp, _CONV, g, w, **kw)
+
+
+def _conv_t_vjp_w(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                  dilation: tuple[int, ...], groups: int) -> Any:
+    # <conv_t(x, w), g> = <x, conv(g, w)>: the weight's gradient of conv(g, w) with cotangent x
+    return _wgrad(xp, g, x, w, stride, pads, dilation, groups)
+
+
+_CONV.defvjp(_conv_vjp_x, _conv_vjp_w)
+_CONV.defjvp(lambda xp, t, ans, x, w, **kw: _call(xp, _CONV, t, w, **kw),
+             lambda xp, t, ans, x, w, **kw: _call(xp, _CONV, x, t, **kw))
+_CONV_T.defvjp(_conv_t_vjp_x, _conv_t_vjp_w)
+_CONV_T.defjvp(lambda xp, t, ans, x, w, **kw: _call(xp, _CONV_T, t, w, **kw),
+               lambda xp, t, ans, x, w, **kw: _call(xp, _CONV_T, x, t, **kw))
+
+
+def _conv_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    """vmap: batch axes folded into the examples' axis, or (a batched weight) into the groups."""
+    x, w = xs
+    if not bs[1]:
+        s = tuple(int(v) for v in x.shape)
+        y = apply(prim, (_op("reshape", x, shape=(math.prod(s[:K + 1]), *s[K + 1:])), w), kw)
+        return _op("reshape", y, shape=(*s[:K + 1], *(int(v) for v in y.shape[1:])))
+    x, w = full(xs, bs, K)
+    xsh = tuple(int(v) for v in x.shape)
+    wsh = tuple(int(v) for v in w.shape)
+    lead, b = xsh[:K], math.prod(xsh[:K])
+    n = xsh[K]
+    xf = _op("reshape", _op("permute_dims", _op("reshape", x, shape=(b, *xsh[K:])), axes=(1, 0, 2, 3, 4)),
+            shape=(n, b * xsh[K + 1], *xsh[K + 2:]))
+    wf = _op("reshape", w, shape=(b * wsh[K], *wsh[K + 1:]))
+    y = apply(prim, (xf, wf), {**kw, "groups": kw["groups"] * b})
+    ysh = tuple(int(v) for v in y.shape)
+    y = _op("permute_dims", _op("reshape", y, shape=(n, b, ysh[1] // b, *ysh[2:])), axes=(1, 0, 2, 3, 4))
+    return _op("reshape", y, shape=(*lead, n, ysh[1] // b, *ysh[2:]))
+
+
+RULES["nn.conv2d"] = _conv_batch
+RULES["nn.conv_transpose2d"] = _conv_batch
+
+
 # ---------------------------------------------------------------------- convolution
 def _conv2d(x: Any, weight: Any, bias: Any, stride: tuple[int, ...], pads: Sequence[tuple[int, int]],
             dilation: tuple[int, ...], groups: int, func: str, padding_mode: str = "zeros") -> Any:
-    n, c, h, w = _shape(x)
+    _, c, h, w = _shape(x)
     wshape = _shape(weight)
     if len(wshape) != 4:
         msg = f"{func}: weight must have shape (out_channels, in_channels / groups, kh, kw), got {wshape}"
@@ -243,20 +541,10 @@ def _conv2d(x: Any, weight: Any, bias: Any, stride: tuple[int, ...], pads: Seque
         msg = (f"{func}: the kernel {(kh, kw)} (dilation {dilation}) is larger than the padded input "
                f"{(h + sum(pads[0]), w + sum(pads[1]))}")
         raise XpgradValueError(msg)
-    x = _pad_spatial(x, pads, padding_mode)
-    k = kh * kw
-    if (kh, kw) == (1, 1) and stride == (1, 1):
-        cols = xg.reshape(x, (n, c, 1, oh * ow))
-    else:
-        cols = _columns(x, (kh, kw), stride, dilation, (oh, ow))
-    if groups == 1:
-        y = xg.matmul(xg.reshape(weight, (o, cg * k)), xg.reshape(cols, (n, c * k, oh * ow)))
-    else:
-        # each reshape only splits or only merges axes (Dask reshapes nothing else)
-        wg = xg.reshape(xg.reshape(weight, (groups, o // groups, cg, kh, kw)), (groups, o // groups, cg * k))
-        cols = xg.reshape(xg.reshape(cols, (n, groups, cg, k, oh, ow)), (n, groups, cg * k, oh * ow))
-        y = xg.reshape(xg.matmul(wg, cols), (n, o, oh * ow))
-    y = xg.reshape(y, (n, o, oh, ow))
+    if padding_mode != "zeros":
+        x, pads = _pad_spatial(x, pads, padding_mode), [(0, 0), (0, 0)]
+    y = apply(_CONV, (x, weight), {"stride": tuple(stride), "pads": tuple((int(lo), int(hi)) for lo, hi in pads),
+                                   "dilation": tuple(dilation), "groups": groups})
     if bias is not None:
         y = y + xg.reshape(bias, (o, 1, 1))
     return y
@@ -319,20 +607,6 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, .
     return y[0, ...] if unbatched else y
 
 
-def _stuff(x: Any, stride: tuple[int, ...]) -> Any:
-    """Insert ``stride - 1`` zeros between neighbouring elements of the last two axes."""
-    for axis, s in ((2, stride[0]), (3, stride[1])):
-        if s == 1:
-            continue
-        shape = _shape(x)
-        size = shape[axis]
-        zero = _const(x, shape, 0.0)
-        x = xg.stack([x] + [zero] * (s - 1), axis=axis + 1)
-        x = xg.reshape(x, (*shape[:axis], size * s, *shape[axis + 1:]))
-        x = x[_along(axis, 0, (size - 1) * s + 1)]
-    return x
-
-
 def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, ...] = 1,
                      padding: int | tuple[int, ...] = 0, output_padding: int | tuple[int, ...] = 0,
                      groups: int = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
@@ -376,18 +650,19 @@ def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tu
         msg = (f"{func}: the input has {c} channels, but weight {wshape} with groups={groups} "
                f"expects {ci} (divisible by groups)")
         raise XpgradValueError(msg)
-    # the equivalent forward convolution: flipped kernel, in/out swapped within each group
-    wf = xg.flip(weight, axis=(2, 3))
-    wf = xg.reshape(wf, (groups, ci // groups, og, kh, kw))
-    wf = xg.reshape(xg.permute_dims(wf, (0, 2, 1, 3, 4)), (groups * og, ci // groups, kh, kw))
-    pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip((kh, kw), dil, pad_, opad, strict=True)]
     h, w = _shape(x)[2:]
-    size = [(n_ - 1) * s + 1 + lo + hi for n_, s, (lo, hi) in zip((h, w), stride_, pads, strict=True)]
-    if any(sz - d * (k - 1) < 1 for sz, d, k in zip(size, dil, (kh, kw), strict=True)):
+    pads = tuple((p, p - op) for p, op in zip(pad_, opad, strict=True))
+    size = [(n_ - 1) * s + d * (k - 1) + 1 - lo - hi
+            for n_, s, d, k, (lo, hi) in zip((h, w), stride_, dil, (kh, kw), pads, strict=True)]
+    if any(sz < 1 for sz in size):
         msg = f"{func}: padding {pad_} leaves an empty output for an input of size {(h, w)}"
         raise XpgradValueError(msg)
-    xs = _pad_spatial(_stuff(x, stride_), pads)
-    y = _conv2d(xs, wf, bias, (1, 1), [(0, 0), (0, 0)], dil, groups, func)
+    if bias is not None and _shape(bias) != (og * groups,):
+        msg = f"{func}: bias must have shape ({og * groups},), got {_shape(bias)}"
+        raise XpgradValueError(msg)
+    y = apply(_CONV_T, (x, weight), {"stride": stride_, "pads": pads, "dilation": dil, "groups": groups})
+    if bias is not None:
+        y = y + xg.reshape(bias, (og * groups, 1, 1))
     return y[0, ...] if unbatched else y
 
 

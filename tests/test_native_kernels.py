@@ -197,3 +197,84 @@ def test_conv1d_matches_portable(backend: Any) -> None:
     x, w = backend.asarray(_r(2, 3, 9)), backend.asarray(_r(4, 3, 3, seed=1))
     kw = {"stride": 2, "padding": 1, "dilation": 1}
     _close(backend, *_both(lambda: xg.grad(lambda x, w: xg.sum(F.conv1d(x, w, **kw) ** 2), argnums=(0, 1))(x, w)))
+
+
+# (input shape, keyword arguments of max_pool2d)
+POOL_CASES = {
+    "tiles": ((2, 3, 8, 6), {"kernel_size": 2}),
+    "overlap_pad": ((2, 2, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    "dil_ceil": ((1, 2, 9, 8), {"kernel_size": (2, 3), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True}),
+}
+
+
+def _pool_setup(backend: Any, case: str) -> tuple[Callable[..., Any], Any, Any]:
+    xs, kw = POOL_CASES[case]
+    # distinct values: the maximum of every window is unique, so the gradient is well defined
+    x = backend.asarray(np.random.default_rng(5).permutation(np.prod(xs)).reshape(xs) / 7.0)
+    c = backend.asarray(_r(*F.max_pool2d(x, **kw).shape, seed=2))
+    return (lambda x: F.max_pool2d(x, **kw)), x, c
+
+
+def test_max_pool_native_kernel_is_found_on_torch(backend: Any) -> None:
+    assert (conv_mod.native_kernel(backend.xp, "max_pool2d") is not None) == (backend.name == "torch")
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_forward_and_grads_match_portable(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    kw = POOL_CASES[case][1]
+    _close(backend, *_both(lambda: F.max_pool2d(x, **kw, return_indices=True)))
+    _close(backend, *_both(lambda: xg.grad(lambda x: xg.sum(f(x) * c))(x)))
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_second_order_matches_portable(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    v = backend.asarray(_r(*x.shape, seed=3))
+
+    def loss(x: Any) -> Any:
+        return xg.sum(f(x) ** 3 * c)
+
+    def rev_rev(x: Any) -> Any:
+        return xg.sum(xg.grad(loss)(x) * v)
+
+    for fn in (lambda: xg.hvp(loss, (x,), (v,)), lambda: xg.grad(rev_rev)(x)):
+        got, ref = _both(fn)
+        _close(backend, got, ref)
+    # against the hessian-vector product of a function with the same local pieces: 6 y c (dy/dx v) dy/dx
+    gv = xg.jvp(f, (x,), (v,))[1]
+    want = xg.vjp(f, x)[1](6 * f(x) * c * gv)[0]
+    _close(backend, xg.hvp(loss, (x,), (v,)), want)
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_vmap_and_jit_match(backend: Any, case: str) -> None:
+    xs, kw = POOL_CASES[case]
+    xb = backend.asarray(np.random.default_rng(6).permutation(3 * np.prod(xs)).reshape((3, *xs)) / 7.0)
+
+    def per(x: Any) -> Any:
+        return xg.grad(lambda x: xg.sum(F.max_pool2d(x, **kw) ** 2))(x)
+
+    got, ref = _both(lambda: xg.vmap(per)(xb))
+    _close(backend, got, ref)
+    _close(backend, got, np.stack([backend.to_numpy(per(xb[i, ...])) for i in range(3)]))
+    j = xg.jit(per)
+    for _ in range(2):
+        _close(backend, j(xb[0, ...]), ref[0, ...])
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_grads_match_central_differences(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    gx = backend.to_numpy(xg.grad(lambda x: xg.sum(f(x) * c))(x))
+    xn, cn = backend.to_numpy(x), backend.to_numpy(c)
+    rng = np.random.default_rng(8)
+    eps = 1e-3  # (the values are 1/7 apart: no window's maximum changes)
+    for _ in range(6):
+        idx = tuple(int(rng.integers(s)) for s in xn.shape)
+        d = np.zeros_like(xn)
+        d[idx] = eps
+        with portable():
+            fd = (float(np.sum(np.asarray(f(xg.asarray(xn + d)).data) * cn))
+                  - float(np.sum(np.asarray(f(xg.asarray(xn - d)).data) * cn))) / (2 * eps)
+        np.testing.assert_allclose(gx[idx], fd, rtol=1e-6, atol=1e-8)

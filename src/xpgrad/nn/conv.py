@@ -30,7 +30,7 @@ from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
 from .._vmap_rules._util import full
 from .._vmap_rules._util import op as _op
-from ..autograd._batched import RULES, Batched
+from ..autograd._batched import RULES
 from ..autograd._core import Primitive, apply, primitive
 from ..autograd._tensor import Tensor
 from ..ops._common import is_xpgrad
@@ -260,22 +260,29 @@ def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
     return x
 
 
+def _im2col(xp: Any, x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
+            dilation: tuple[int, ...]) -> tuple[Any, tuple[int, int]]:
+    """The columns ``(N, C, kh*kw, oh, ow)`` of raw ``x`` (one strided slice of the padded input
+    per kernel offset; ``(N, C, 1, oh*ow)`` for a 1x1 kernel of stride 1) and ``(oh, ow)``."""
+    x = _xpad(xp, x, pads)
+    n, c, h, wd = (int(s) for s in x.shape)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1):
+        return xp.reshape(x, (n, c, 1, oh * ow)), (oh, ow)
+    return xp.stack([
+        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+        for i in range(kh) for j in range(kw)
+    ], axis=2), (oh, ow)
+
+
 def _conv_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
                    groups: int) -> Any:
     """The composed convolution on raw arrays: one strided slice per kernel offset, one matmul."""
-    x = _xpad(xp, x, pads)
-    n, c, h, wd = (int(s) for s in x.shape)
     o, cg, kh, kw = (int(s) for s in w.shape)
-    (sh, sw), (dh, dw) = stride, dilation
-    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    cols, (oh, ow) = _im2col(xp, x, (kh, kw), stride, pads, dilation)
+    n, c = int(x.shape[0]), int(x.shape[1])
     k = kh * kw
-    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1):
-        cols = xp.reshape(x, (n, c, 1, oh * ow))
-    else:
-        cols = xp.stack([
-            x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-            for i in range(kh) for j in range(kw)
-        ], axis=2)
     if groups == 1:
         y = xp.matmul(xp.reshape(w, (o, cg * k)), xp.reshape(cols, (n, c * k, oh * ow)))
     else:
@@ -434,12 +441,22 @@ def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads,
            groups: int) -> Any:
     """The weight's gradient of ``conv2d(x, w)`` for the cotangent ``g``: a convolution of the input
     (channels as the batch) with ``g`` (examples as the channels), stride and dilation swapped."""
-    f = None if is_xpgrad(xp) else native_kernel(xp, "conv2d_wgrad")
-    if f is not None:
-        return f(x, g, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
-    n, _, h, wd = (int(s) for s in x.shape)
     o, cg, kh, kw = (int(s) for s in w.shape)
     oh, ow = int(g.shape[2]), int(g.shape[3])
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "conv2d_wgrad")
+        if f is not None:
+            return f(x, g, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
+        if native_kernel(xp, "conv2d") is None:  # the composition: the columns times the cotangent
+            cols, _ = _im2col(xp, x, (kh, kw), stride, pads, dilation)
+            n, k, L = int(x.shape[0]), kh * kw, oh * ow
+            # per example (N, O, L) @ (N, L, C*k), summed over the examples (a batched matmul is
+            # the fastest on NumPy: tensordot copies the columns into another layout first)
+            gm = xp.reshape(g, (n, groups, o // groups, L))
+            cm = xp.reshape(cols, (n, groups, cg * k, L))
+            gw = xp.sum(xp.matmul(gm, xp.matrix_transpose(cm)), axis=0)
+            return xp.reshape(gw, (o, cg, kh, kw))
+    n, _, h, wd = (int(s) for s in x.shape)
     pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
                   zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
     if groups == 1:
@@ -694,6 +711,159 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any, func: str) -> tuple[
     return kernel, stride_, ntuple(padding, 2, "padding", func)
 
 
+# ---------------------------------------------------------------------- max pooling primitive
+# ``nn.max_pool2d`` returns the maxima and, per output, the flat ``H * W`` position of the first
+# maximum of its window (PyTorch's indices): the residual its rules read. Torch's own kernel
+# where it has one (floating inputs), else the composition: one strided slice of the
+# (-inf-)padded input per kernel offset, ``argmax`` over them. The VJP routes each cotangent to
+# its window's maximum (torch's backward kernel, or the composition's transpose: one zero-stuffed,
+# shifted copy per kernel offset, or a reshape when the windows tile the input); it is linear in
+# the cotangent and made of standard functions, so it differentiates again. The JVP gathers the
+# tangent at the indices.
+def _first_offset(xp: Any, idx: Any, width: int, kernel: tuple[int, ...], stride: tuple[int, ...],
+                  padding: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """Per output, the kernel offset (row-major) of the window's maximum, from its flat input position."""
+    oh, ow = int(idx.shape[-2]), int(idx.shape[-1])
+    dev = array_api_compat.device(idx)
+    r0 = xp.reshape(xp.arange(oh, dtype=idx.dtype, device=dev), (oh, 1)) * stride[0] - padding[0]
+    c0 = xp.reshape(xp.arange(ow, dtype=idx.dtype, device=dev), (1, ow)) * stride[1] - padding[1]
+    return ((idx // width - r0) // dilation[0]) * kernel[1] + (idx % width - c0) // dilation[1]
+
+
+def _maxpool_portable(xp: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                      padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                      out: tuple[int, ...]) -> tuple[Any, Any]:
+    low = -math.inf if is_float(x.dtype) else xp.iinfo(x.dtype).min
+    w = int(x.shape[3])
+    dev = array_api_compat.device(x)
+    for axis, (lo, hi) in ((2, pads[0]), (3, pads[1])):
+        if lo or hi:
+            shape = [int(s) for s in x.shape]
+            parts = []
+            for amount in (lo, None, hi):
+                if amount is None:
+                    parts.append(x)
+                elif amount:
+                    shape[axis] = amount
+                    parts.append(xp.full(tuple(shape), low, dtype=x.dtype, device=dev))
+            x = xp.concat(parts, axis=axis)
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out
+    cols = xp.stack([
+        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+        for i in range(kh) for j in range(kw)
+    ], axis=2)
+    first = xp.argmax(cols, axis=2)
+    y = xp.max(cols, axis=2)
+    r0 = xp.reshape(xp.arange(oh, dtype=first.dtype, device=dev), (oh, 1)) * sh - padding[0]
+    c0 = xp.reshape(xp.arange(ow, dtype=first.dtype, device=dev), (1, ow)) * sw - padding[1]
+    idx = (r0 + (first // kw) * dh) * w + c0 + (first % kw) * dw
+    return y, idx
+
+
+def _torch_maxpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+                   dilation: tuple[int, ...], ceil_mode: bool, pads: Pads, out: tuple[int, ...]) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def _torch_maxpool_vjp(g: Any, x: Any, idx: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                       padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                       out: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.ops.aten.max_pool2d_with_indices_backward(g, x, list(kernel), list(stride), list(padding),
+                                                           list(dilation), ceil_mode, idx)
+
+
+_NATIVE_FNS["torch"]["max_pool2d"] = _torch_maxpool
+_NATIVE_FNS["torch"]["max_pool2d_vjp"] = _torch_maxpool_vjp
+
+
+def _maxpool_fwd(xp: Any, x: Any, **kw: Any) -> tuple[Any, Any]:
+    f = native_kernel(xp, "max_pool2d") if is_float(x.dtype) else None
+    return _maxpool_portable(xp, x, **kw) if f is None else f(x, **kw)
+
+
+def _zeros_like_pad(xp: Any, x: Any, pads: Pads) -> Any:
+    return _pad_spatial(x, pads) if is_xpgrad(xp) else _xpad(xp, x, pads)
+
+
+def _window_scatter(xp: Any, gk: Any, size: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
+                    dilation: tuple[int, ...], pads: Pads) -> Any:
+    """The sum, over kernel offsets, of ``gk[:, :, k]`` placed at the input positions that window
+    offset ``k`` reads: the transpose of the composition's strided slices; ``(N, C, H, W)``."""
+    n, c = int(gk.shape[0]), int(gk.shape[1])
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = int(gk.shape[-2]), int(gk.shape[-1])
+    hp, wp = size[0] + sum(pads[0]), size[1] + sum(pads[1])
+    if (sh, sw) == (kh, kw) and (dh, dw) == (1, 1):  # the windows tile the input: a reshape
+        t = xp.reshape(gk, (n, c, kh, kw, oh, ow))
+        t = xp.reshape(xp.permute_dims(t, (0, 1, 4, 2, 5, 3)), (n, c, oh * kh, ow * kw))
+        full = _zeros_like_pad(xp, t, ((0, hp - oh * kh), (0, wp - ow * kw)))
+    else:
+        full = None
+        for i in range(kh):
+            for j in range(kw):
+                t = gk[:, :, i * kw + j, ...]
+                for axis, s in ((2, sh), (3, sw)):
+                    if s > 1:
+                        shp = tuple(int(v) for v in t.shape)
+                        z = xp.zeros_like(t)
+                        t = xp.reshape(xp.stack([t] + [z] * (s - 1), axis=axis + 1),
+                                       (*shp[:axis], shp[axis] * s, *shp[axis + 1:]))
+                rows, cols_ = (oh - 1) * sh + 1, (ow - 1) * sw + 1
+                t = t[:, :, :rows, :cols_]
+                t = _zeros_like_pad(xp, t, ((i * dh, hp - i * dh - rows), (j * dw, wp - j * dw - cols_)))
+                full = t if full is None else full + t
+    return _zeros_like_pad(xp, full, ((-pads[0][0], -pads[0][1]), (-pads[1][0], -pads[1][1])))
+
+
+def _maxpool_vjp(xp: Any, g: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                 out: tuple[int, ...]) -> Any:
+    gy = g[0]
+    if gy is None:
+        return None
+    idx = _raw(ans[1])
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "max_pool2d_vjp")
+        if f is not None:
+            return f(gy, x, idx, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                     ceil_mode=ceil_mode, pads=pads, out=out)
+    bxp = backend_namespace(idx)
+    first = _first_offset(bxp, idx, int(x.shape[3]), kernel, stride, padding, dilation)
+    k = kernel[0] * kernel[1]
+    hit = bxp.reshape(bxp.arange(k, dtype=first.dtype, device=array_api_compat.device(first)),
+                      (1, 1, k, 1, 1)) == bxp.expand_dims(first, axis=2)
+    ge = xp.expand_dims(gy, axis=2)
+    gk = xp.where(xp.asarray(hit) if is_xpgrad(xp) else hit, ge, xp.zeros_like(ge))
+    return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, stride, dilation, pads)
+
+
+def _maxpool_jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> tuple[Any, None]:
+    idx = _raw(ans[1])
+    n, c, h, w = (int(s) for s in t.shape)
+    oh, ow = (int(s) for s in idx.shape[2:])
+    flat = xp.reshape(idx, (n, c, oh * ow))
+    flat = xp.asarray(flat) if is_xpgrad(xp) else flat
+    return xp.reshape(xp.take_along_axis(xp.reshape(t, (n, c, h * w)), flat, axis=2), (n, c, oh, ow)), None
+
+
+_MAXPOOL = primitive("nn.max_pool2d", _maxpool_fwd, save=(0,), save_ans=True, multi=True, chapter="nn")
+_MAXPOOL.defvjp(_maxpool_vjp)
+_MAXPOOL.defjvp(_maxpool_jvp)
+
+
+def _maxpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    s = tuple(int(v) for v in xs[0].shape)
+    y, idx = apply(prim, (_op("reshape", xs[0], shape=(math.prod(s[:K + 1]), *s[K + 1:])),), kw)
+    return tuple(_op("reshape", o, shape=(*s[:K + 1], *(int(v) for v in o.shape[1:]))) for o in (y, idx))
+
+
+RULES["nn.max_pool2d"] = _maxpool_batch
+
+
 def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,
                padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Any:
@@ -717,30 +887,10 @@ def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     dil = ntuple(dilation, 2, "dilation", func, 1)
     shape = _shape(x)
     out, pads = _pool_geometry(shape, kernel, stride_, pad_, dil, ceil_mode, func)
-    dtype = _raw(x).dtype
-    low = -math.inf if is_float(dtype) else xg.iinfo(dtype).min
-    cols = _columns(_pad_spatial(x, pads, "zeros", low), kernel, stride_, dil, out)
-    bxp = backend_namespace(_raw(cols))
-    dev = array_api_compat.device(_raw(cols))
-    # (N, C, oh, ow); the first maximum, as PyTorch (inside vmap each example's own: xpgrad's functions)
-    fxp: Any = xg if isinstance(cols, Batched) else bxp
-    first = xg.argmax(xg.stop_gradient(cols), axis=2) if fxp is xg else bxp.argmax(cols.data, axis=2)
-    k = kernel[0] * kernel[1]
-
-    def ar(n: int, shape: tuple[int, ...]) -> Any:
-        # (a Tensor next to a batched value: array-api-strict's own operators refuse other types)
-        a = bxp.reshape(bxp.arange(n, device=dev), shape)
-        return Tensor(a) if fxp is xg else a
-
-    hit = ar(k, (1, 1, k, 1, 1)) == fxp.expand_dims(first, axis=2)
-    y = xg.sum(xg.where(hit, cols, _const(cols, (), 0)), axis=2)
+    y, idx = apply(_MAXPOOL, (x,), {"kernel": kernel, "stride": stride_, "padding": pad_, "dilation": dil,
+                                    "ceil_mode": bool(ceil_mode), "pads": tuple(pads), "out": tuple(out)})
     if not return_indices:
         return y[0, ...] if unbatched else y
-    oh, ow = out
-    rows = ar(oh, (oh, 1)) * stride_[0] - pad_[0] + (first // kernel[1]) * dil[0]
-    cols_ = ar(ow, (1, ow)) * stride_[1] - pad_[1] + (first % kernel[1]) * dil[1]
-    idx = rows * shape[3] + cols_
-    idx = idx if isinstance(idx, Tensor) else Tensor(idx)
     return (y[0, ...], idx[0, ...]) if unbatched else (y, idx)
 
 

@@ -278,3 +278,55 @@ def test_max_pool_grads_match_central_differences(backend: Any, case: str) -> No
             fd = (float(np.sum(np.asarray(f(xg.asarray(xn + d)).data) * cn))
                   - float(np.sum(np.asarray(f(xg.asarray(xn - d)).data) * cn))) / (2 * eps)
         np.testing.assert_allclose(gx[idx], fd, rtol=1e-6, atol=1e-8)
+
+
+# (input shape, keyword arguments of avg_pool2d)
+AVG_CASES = {
+    "tiles": ((2, 3, 8, 6), {"kernel_size": 2}),
+    "pad_exclude_ceil": ((2, 2, 7, 6), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False,
+                                        "ceil_mode": True}),
+    "override": ((1, 2, 6, 7), {"kernel_size": (2, 3), "stride": (1, 2), "divisor_override": 5}),
+}
+
+
+def test_avg_pool_native_kernel_is_found_on_torch_and_jax(backend: Any) -> None:
+    want = backend.name in ("torch", "jax")
+    assert (conv_mod.native_kernel(backend.xp, "avg_pool2d") is not None) == want
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool_matches_portable(backend: Any, case: str) -> None:
+    xs, kw = AVG_CASES[case]
+    x = backend.asarray(_r(*xs))
+    c = backend.asarray(_r(*F.avg_pool2d(x, **kw).shape, seed=2))
+    v = backend.asarray(_r(*xs, seed=3))
+
+    def loss(x: Any) -> Any:
+        return xg.sum(F.avg_pool2d(x, **kw) ** 2 * c)
+
+    def per(x: Any) -> Any:
+        return xg.grad(loss)(x)
+
+    _close(backend, *_both(lambda: F.avg_pool2d(x, **kw)))
+    _close(backend, *_both(lambda: per(x)))
+    _close(backend, *_both(lambda: xg.hvp(loss, (x,), (v,))))
+    _close(backend, *_both(lambda: xg.grad(lambda x: xg.sum(per(x) * v))(x)))
+    # vmap (the examples' own batch axis too) and jit
+    xb = backend.asarray(_r(3, *xs, seed=4))
+    got = xg.vmap(per)(xb)
+    _close(backend, got, np.stack([backend.to_numpy(per(xb[i, ...])) for i in range(3)]))
+    j = xg.jit(per)
+    for _ in range(2):
+        _close(backend, j(x), per(x))
+    # against central differences (linear before the square: float64 differences are exact enough)
+    gx, xn = backend.to_numpy(per(x)), backend.to_numpy(x)
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        idx = tuple(int(rng.integers(s)) for s in xn.shape)
+        d = np.zeros_like(xn)
+        d[idx] = 1e-6
+        with portable():
+            cn = backend.to_numpy(c)
+            fd = (float(np.sum(np.asarray(F.avg_pool2d(xg.asarray(xn + d), **kw).data) ** 2 * cn))
+                  - float(np.sum(np.asarray(F.avg_pool2d(xg.asarray(xn - d), **kw).data) ** 2 * cn))) / 2e-6
+        np.testing.assert_allclose(gx[idx], fd, rtol=1e-6, atol=1e-7)

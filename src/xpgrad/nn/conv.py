@@ -12,6 +12,12 @@ scatter-add with repeated indices, which costs a sort). A transposed convolution
 is the convolution of the zero-stuffed, re-padded input with the flipped kernel.
 Max pooling picks, in each window, the first maximum in row-major kernel order
 (``argmax``) and routes the whole gradient there, as PyTorch does on CPU.
+
+Convolution, transposed convolution, max and average pooling are primitives
+(``nn.conv2d``, ``nn.conv_transpose2d``, ``nn.max_pool2d``, ``nn.avg_pool2d``) whose
+forwards run the library's own kernels where it has them (torch's, JAX's ``lax``), and
+the composition above everywhere else; the composition is also the reference the
+native kernels are tested against (tests/test_native_kernels.py).
 """
 
 from __future__ import annotations
@@ -183,17 +189,6 @@ def _pad_spatial(x: Any, pads: Sequence[tuple[int, int]], mode: str = "zeros", v
 # ---------------------------------------------------------------------- windows
 def _out_size(size: int, k: int, s: int, d: int, lo: int, hi: int) -> int:
     return (size + lo + hi - d * (k - 1) - 1) // s + 1
-
-
-def _columns(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-             out: tuple[int, ...]) -> Any:
-    """``(N, C, kh*kw, oh, ow)``: for each kernel offset, the strided slice of the (padded) input."""
-    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out
-    slices = [
-        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-        for i in range(kh) for j in range(kw)
-    ]
-    return xg.stack(slices, axis=2)
 
 
 def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -899,6 +894,92 @@ def _counts(size: int, k: int, s: int, o: int, lo: int, hi: int) -> list[int]:
     return [max(min(i * s + k, hi) - max(i * s, lo), 0) for i in range(o)]
 
 
+# ---------------------------------------------------------------------- average pooling primitive
+# ``nn.avg_pool2d``: the sum over each window (zero padding) divided by ``div``: a number
+# (``divisor_override``) or per output row and column the counts whose product divides.
+# Torch's own kernels both ways; JAX's ``lax.reduce_window``; else the composition. It is
+# linear: the VJP spreads ``g / divisor`` over each window (the composition's transpose),
+# the JVP is the pooling of the tangent.
+Div = Any  # an int, or (per-row counts, per-column counts)
+
+
+def _divisor(xp: Any, like: Any, div: Div) -> Any:
+    if isinstance(div, int):
+        return div
+    dev = array_api_compat.device(like)
+    ch = xp.reshape(xp.asarray(div[0], dtype=like.dtype, device=dev), (len(div[0]), 1))
+    cw = xp.reshape(xp.asarray(div[1], dtype=like.dtype, device=dev), (1, len(div[1])))
+    return ch * cw
+
+
+def _avgpool_portable(xp: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
+                      div: Div, **_: Any) -> Any:
+    cols, _o = _im2col(xp, x, kernel, stride, pads, (1, 1))
+    return xp.sum(cols, axis=2) / _divisor(xp, x, div)
+
+
+def _torch_avgpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+                   ceil_mode: bool, count_include_pad: bool, divisor_override: int | None, **_: Any) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    return F.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def _torch_avgpool_vjp(g: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                       padding: tuple[int, ...], ceil_mode: bool, count_include_pad: bool,
+                       divisor_override: int | None, **_: Any) -> Any:
+    import torch
+
+    return torch.ops.aten.avg_pool2d_backward(g, x, list(kernel), list(stride), list(padding), ceil_mode,
+                                              count_include_pad, divisor_override)
+
+
+def _jax_avgpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads, div: Div,
+                 **_: Any) -> Any:
+    import jax.numpy as jnp
+    from jax import lax
+
+    total = lax.reduce_window(x, jnp.zeros((), dtype=x.dtype), lax.add, (1, 1, *kernel), (1, 1, *stride),
+                              ((0, 0), (0, 0), *pads))
+    return total / _divisor(jnp, x, div)
+
+
+_NATIVE_FNS["torch"]["avg_pool2d"] = _torch_avgpool
+_NATIVE_FNS["torch"]["avg_pool2d_vjp"] = _torch_avgpool_vjp
+_NATIVE_FNS["jax"]["avg_pool2d"] = _jax_avgpool
+
+
+def _avgpool_fwd(xp: Any, x: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "avg_pool2d")
+    return _avgpool_portable(xp, x, **kw) if f is None else f(x, **kw)
+
+
+def _avgpool_vjp(xp: Any, g: Any, ans: Any, x: Any, **kw: Any) -> Any:
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "avg_pool2d_vjp")
+        if f is not None:
+            return f(g, x, **kw)
+    kernel = kw["kernel"]
+    k = kernel[0] * kernel[1]
+    gd = xp.expand_dims(g / _divisor(backend_namespace(_raw(g)), _raw(g), kw["div"]), axis=2)
+    gk = xp.broadcast_to(gd, (*gd.shape[:2], k, *gd.shape[3:]))
+    return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, kw["stride"], (1, 1), kw["pads"])
+
+
+_AVGPOOL = primitive("nn.avg_pool2d", _avgpool_fwd, save=(0,), chapter="nn")
+_AVGPOOL.defvjp(_avgpool_vjp)
+_AVGPOOL.defjvp(lambda xp, t, ans, x, **kw: _call(xp, _AVGPOOL, t, **kw))
+
+
+def _avgpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    s = tuple(int(v) for v in xs[0].shape)
+    y = apply(prim, (_op("reshape", xs[0], shape=(math.prod(s[:K + 1]), *s[K + 1:])),), kw)
+    return _op("reshape", y, shape=(*s[:K + 1], *(int(v) for v in y.shape[1:])))
+
+
+RULES["nn.avg_pool2d"] = _avgpool_batch
+
+
 def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,
                padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Tensor:
@@ -923,23 +1004,21 @@ def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     kernel, stride_, pad_ = _pool_args(kernel_size, stride, padding, func)
     shape = _shape(x)
     out, pads = _pool_geometry(shape, kernel, stride_, pad_, (1, 1), ceil_mode, func)
-    total = xg.sum(_columns(_pad_spatial(x, pads), kernel, stride_, (1, 1), out), axis=2)
+    div: Div
     if divisor_override is not None:
         if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override == 0:
             msg = f"{func}: divisor_override must be a non-zero int, got {divisor_override!r}"
             raise XpgradValueError(msg)
-        y = total / divisor_override
+        div = divisor_override
     else:
         per_axis = []
         for size, k, s, o, p in zip(shape[2:], kernel, stride_, out, pad_, strict=True):
             lo, hi = (0, size + 2 * p) if count_include_pad else (p, size + p)
-            per_axis.append(_counts(size, k, s, o, lo, hi))
-        data = _raw(total)
-        bxp = backend_namespace(data)
-        dev = array_api_compat.device(data)
-        ch = bxp.reshape(bxp.asarray(per_axis[0], dtype=data.dtype, device=dev), (out[0], 1))
-        cw = bxp.reshape(bxp.asarray(per_axis[1], dtype=data.dtype, device=dev), (1, out[1]))
-        y = total / (ch * cw)
+            per_axis.append(tuple(float(v) for v in _counts(size, k, s, o, lo, hi)))
+        div = tuple(per_axis)
+    y = apply(_AVGPOOL, (x,), {"kernel": kernel, "stride": stride_, "padding": pad_, "ceil_mode": bool(ceil_mode),
+                               "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override,
+                               "pads": tuple(pads), "div": div})
     return y[0, ...] if unbatched else y
 
 

@@ -257,9 +257,9 @@ def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
 
 def _im2col(xp: Any, x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
             dilation: tuple[int, ...]) -> tuple[Any, tuple[int, int]]:
-    """The columns ``(N, C, kh*kw, oh, ow)`` of raw ``x`` (one strided slice of the padded input
+    """The columns ``(N, C, kh*kw, oh, ow)`` of ``x`` (one strided slice of the padded input
     per kernel offset; ``(N, C, 1, oh*ow)`` for a 1x1 kernel of stride 1) and ``(oh, ow)``."""
-    x = _xpad(xp, x, pads)
+    x = _pad_spatial(x, pads) if is_xpgrad(xp) else _xpad(xp, x, pads)
     n, c, h, wd = (int(s) for s in x.shape)
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
@@ -447,8 +447,10 @@ def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads,
             n, k, L = int(x.shape[0]), kh * kw, oh * ow
             # per example (N, O, L) @ (N, L, C*k), summed over the examples (a batched matmul is
             # the fastest on NumPy: tensordot copies the columns into another layout first)
-            gm = xp.reshape(g, (n, groups, o // groups, L))
-            cm = xp.reshape(cols, (n, groups, cg * k, L))
+            # (each reshape only splits or only merges axes: Dask reshapes nothing else)
+            gm = xp.reshape(xp.reshape(g, (n, groups, o // groups, oh, ow)), (n, groups, o // groups, L))
+            cm = xp.reshape(xp.reshape(cols, (n, groups, cg, *(int(v) for v in cols.shape[2:]))),
+                            (n, groups, cg * k, L))
             gw = xp.sum(xp.matmul(gm, xp.matrix_transpose(cm)), axis=0)
             return xp.reshape(gw, (o, cg, kh, kw))
     n, _, h, wd = (int(s) for s in x.shape)
@@ -826,23 +828,34 @@ def _maxpool_vjp(xp: Any, g: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], 
         if f is not None:
             return f(gy, x, idx, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                      ceil_mode=ceil_mode, pads=pads, out=out)
-    bxp = backend_namespace(idx)
-    first = _first_offset(bxp, idx, int(x.shape[3]), kernel, stride, padding, dilation)
-    k = kernel[0] * kernel[1]
-    hit = bxp.reshape(bxp.arange(k, dtype=first.dtype, device=array_api_compat.device(first)),
-                      (1, 1, k, 1, 1)) == bxp.expand_dims(first, axis=2)
+    hit = _hit(xp, idx, int(x.shape[3]), kernel, stride, padding, dilation)
     ge = xp.expand_dims(gy, axis=2)
-    gk = xp.where(xp.asarray(hit) if is_xpgrad(xp) else hit, ge, xp.zeros_like(ge))
+    gk = xp.where(hit, ge, xp.zeros_like(ge))
     return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, stride, dilation, pads)
 
 
-def _maxpool_jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> tuple[Any, None]:
-    idx = _raw(ans[1])
-    n, c, h, w = (int(s) for s in t.shape)
-    oh, ow = (int(s) for s in idx.shape[2:])
-    flat = xp.reshape(idx, (n, c, oh * ow))
-    flat = xp.asarray(flat) if is_xpgrad(xp) else flat
-    return xp.reshape(xp.take_along_axis(xp.reshape(t, (n, c, h * w)), flat, axis=2), (n, c, oh, ow)), None
+def _hit(xp: Any, idx: Any, width: int, kernel: tuple[int, ...], stride: tuple[int, ...],
+         padding: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """``(N, C, kh*kw, oh, ow)``: whether kernel offset k holds its window's maximum (raw, or a
+    constant Tensor where ``xp`` is xpgrad's namespace)."""
+    raw = _raw(idx)
+    bxp = backend_namespace(raw)
+    first = _first_offset(bxp, raw, width, kernel, stride, padding, dilation)
+    k = kernel[0] * kernel[1]
+    hit = bxp.reshape(bxp.arange(k, dtype=first.dtype, device=array_api_compat.device(first)),
+                      (1, 1, k, 1, 1)) == bxp.expand_dims(first, axis=2)
+    return xp.asarray(hit) if is_xpgrad(xp) else hit
+
+
+def _maxpool_jvp(xp: Any, t: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                 out: tuple[int, ...]) -> tuple[Any, None]:
+    # the tangent's value at each window's maximum: the composition's columns, masked
+    # (standard functions only: a gather by the indices would rechunk a Dask array)
+    hit = _hit(xp, ans[1], int(x.shape[3]), kernel, stride, padding, dilation)
+    cols, _ = _im2col(xp, t, kernel, stride, pads, dilation)
+    cols = xp.reshape(cols, (int(t.shape[0]), int(t.shape[1]), kernel[0] * kernel[1], *out))
+    return xp.sum(xp.where(hit, cols, xp.zeros_like(cols)), axis=2), None
 
 
 _MAXPOOL = primitive("nn.max_pool2d", _maxpool_fwd, save=(0,), save_ans=True, multi=True, chapter="nn")

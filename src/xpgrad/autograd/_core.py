@@ -771,7 +771,9 @@ def _meta(d: Any) -> ArgMeta:
     t = type(d)
     chunked = _CHUNKED.get(t)
     if chunked is None:
-        chunked = _CHUNKED[t] = hasattr(d, "chunks") and hasattr(d, "rechunk")
+        chunked = hasattr(d, "chunks") and hasattr(d, "rechunk")
+        if t is not _Tracer:  # (xg.jit's one Tracer type stands for arrays of every library: asked each time)
+            _CHUNKED[t] = chunked
     if chunked:  # (not shared: two arrays of one shape may be chunked differently)
         return ArgMeta(d.shape, d.dtype, d.chunks)
     dt = d.dtype

@@ -12,6 +12,12 @@ scatter-add with repeated indices, which costs a sort). A transposed convolution
 is the convolution of the zero-stuffed, re-padded input with the flipped kernel.
 Max pooling picks, in each window, the first maximum in row-major kernel order
 (``argmax``) and routes the whole gradient there, as PyTorch does on CPU.
+
+Convolution, transposed convolution, max and average pooling are primitives
+(``nn.conv2d``, ``nn.conv_transpose2d``, ``nn.max_pool2d``, ``nn.avg_pool2d``) whose
+forwards run the library's own kernels where it has them (torch's, JAX's ``lax``), and
+the composition above everywhere else; the composition is also the reference the
+native kernels are tested against (tests/test_native_kernels.py).
 """
 
 from __future__ import annotations
@@ -23,12 +29,17 @@ from typing import Any
 import array_api_compat
 
 from .. import _namespace as xg
+from .. import _tracing
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
-from ..autograd._batched import Batched
+from .._vmap_rules._util import full
+from .._vmap_rules._util import op as _op
+from ..autograd._batched import RULES
+from ..autograd._core import Primitive, apply, primitive
 from ..autograd._tensor import Tensor
+from ..ops._common import is_xpgrad
 from ._checks import check_dtype
 
 __all__ = [
@@ -180,17 +191,6 @@ def _out_size(size: int, k: int, s: int, d: int, lo: int, hi: int) -> int:
     return (size + lo + hi - d * (k - 1) - 1) // s + 1
 
 
-def _columns(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
-             out: tuple[int, ...]) -> Any:
-    """``(N, C, kh*kw, oh, ow)``: for each kernel offset, the strided slice of the (padded) input."""
-    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out
-    slices = [
-        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-        for i in range(kh) for j in range(kw)
-    ]
-    return xg.stack(slices, axis=2)
-
-
 def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> list[tuple[int, int]]:
     pads = []
     for k, d in zip(kernel, dilation, strict=True):
@@ -215,10 +215,322 @@ def _conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...]
     return [(p, p) for p in ntuple(padding, n, "padding", func)]
 
 
+# ---------------------------------------------------------------------- convolution primitives
+# Two primitives: ``nn.conv2d`` (cross-correlation, no bias) and ``nn.conv_transpose2d``, its
+# adjoint in the input. ``pads`` is a pair (lo, hi) per spatial axis; a negative amount crops
+# (the rules' own calls need that). The transposed convolution's output is the full transposed
+# convolution, ``(H - 1) * stride + dilation * (k - 1) + 1``, less ``lo`` and ``hi`` at the ends.
+# Each forward is the library's own kernel where it has one (torch's ``conv2d`` /
+# ``conv_transpose2d``, JAX's ``lax.conv_general_dilated``), else the portable composition of
+# the standard's functions below (the reference the native kernels are tested against). The
+# rules call the primitives themselves: the input's gradient of one is the other, the weight's
+# gradient a convolution of the input with the cotangent; so first order on raw arrays runs
+# native kernels both ways, and create_graph records them on Tensors (any order).
+Pads = tuple[tuple[int, int], ...]
+
+
+def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
+    """Zero-pad (or crop, a negative amount) the last ``len(pads)`` axes of raw ``x``."""
+    nd = x.ndim
+    first = nd - len(pads)
+    for k, (lo, hi) in enumerate(pads):
+        axis = first + k
+        n = int(x.shape[axis])
+        if lo < 0 or hi < 0:
+            x = x[_along(axis, max(-lo, 0), n - max(-hi, 0))]
+            lo, hi = max(lo, 0), max(hi, 0)
+        if lo == 0 and hi == 0:
+            continue
+        parts = []
+        shape = [int(s) for s in x.shape]
+        dev = array_api_compat.device(x)
+        if lo:
+            shape[axis] = lo
+            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+        parts.append(x)
+        if hi:
+            shape[axis] = hi
+            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+        x = xp.concat(parts, axis=axis)
+    return x
+
+
+def _im2col(xp: Any, x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
+            dilation: tuple[int, ...]) -> tuple[Any, tuple[int, int]]:
+    """The columns ``(N, C, kh*kw, oh, ow)`` of ``x`` (one strided slice of the padded input
+    per kernel offset; ``(N, C, 1, oh*ow)`` for a 1x1 kernel of stride 1) and ``(oh, ow)``."""
+    x = _pad_spatial(x, pads) if is_xpgrad(xp) else _xpad(xp, x, pads)
+    n, c, h, wd = (int(s) for s in x.shape)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1):
+        return xp.reshape(x, (n, c, 1, oh * ow)), (oh, ow)
+    return xp.stack([
+        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+        for i in range(kh) for j in range(kw)
+    ], axis=2), (oh, ow)
+
+
+def _conv_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                   groups: int) -> Any:
+    """The composed convolution on raw arrays: one strided slice per kernel offset, one matmul."""
+    o, cg, kh, kw = (int(s) for s in w.shape)
+    cols, (oh, ow) = _im2col(xp, x, (kh, kw), stride, pads, dilation)
+    n, c = int(x.shape[0]), int(x.shape[1])
+    k = kh * kw
+    if groups == 1:
+        y = xp.matmul(xp.reshape(w, (o, cg * k)), xp.reshape(cols, (n, c * k, oh * ow)))
+    else:
+        # each reshape only splits or only merges axes (Dask reshapes nothing else)
+        wg = xp.reshape(xp.reshape(w, (groups, o // groups, cg, kh, kw)), (groups, o // groups, cg * k))
+        cols = xp.reshape(xp.reshape(cols, (n, groups, cg, k, oh, ow)), (n, groups, cg * k, oh * ow))
+        y = xp.reshape(xp.matmul(wg, cols), (n, o, oh * ow))
+    return xp.reshape(y, (n, o, oh, ow))
+
+
+def _flip_swap(xp: Any, w: Any, groups: int) -> Any:
+    """A transposed convolution's weight ``(C_in, C_out/g, kh, kw)`` as the equivalent forward
+    convolution's: flipped, in and out channels swapped within each group."""
+    ci, og, kh, kw = (int(s) for s in w.shape)
+    wf = xp.flip(w, axis=(2, 3))
+    wf = xp.reshape(wf, (groups, ci // groups, og, kh, kw))
+    return xp.reshape(xp.permute_dims(wf, (0, 2, 1, 3, 4)), (groups * og, ci // groups, kh, kw))
+
+
+def _conv_t_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                     groups: int) -> Any:
+    """The composed transposed convolution: the zero-stuffed, re-padded input convolved with the flipped kernel."""
+    for axis, s in ((2, stride[0]), (3, stride[1])):
+        if s == 1:
+            continue
+        shape = tuple(int(v) for v in x.shape)
+        zero = xp.zeros(shape, dtype=x.dtype, device=array_api_compat.device(x))
+        x = xp.stack([x] + [zero] * (s - 1), axis=axis + 1)
+        x = xp.reshape(x, (*shape[:axis], shape[axis] * s, *shape[axis + 1:]))
+        x = x[_along(axis, 0, (shape[axis] - 1) * s + 1)]
+    kernel = (int(w.shape[2]), int(w.shape[3]))
+    full = tuple((d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi) in zip(kernel, dilation, pads, strict=True))
+    return _conv_portable(xp, x, _flip_swap(xp, w, groups), stride=(1, 1), pads=full, dilation=dilation,
+                          groups=groups)
+
+
+def _torch_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                groups: int) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    (lh, hh), (lw, hw) = pads
+    if lh == hh >= 0 and lw == hw >= 0:
+        return F.conv2d(x, w, None, stride, (lh, lw), dilation, groups)
+    return F.conv2d(F.pad(x, (lw, hw, lh, hh)), w, None, stride, 0, dilation, groups)
+
+
+def _torch_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                  groups: int) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    opad = []
+    for (lo, hi), s, d in zip(pads, stride, dilation, strict=True):
+        if lo < 0 or not 0 <= lo - hi < max(s, d):
+            y = F.conv_transpose2d(x, w, None, stride, 0, 0, groups, dilation)
+            (lh, hh), (lw, hw) = pads
+            return F.pad(y, (-lw, -hw, -lh, -hh))
+        opad.append(lo - hi)
+    return F.conv_transpose2d(x, w, None, stride, (pads[0][0], pads[1][0]), tuple(opad), groups, dilation)
+
+
+def _torch_conv_wgrad(x: Any, g: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                      groups: int) -> Any:
+    """The weight's gradient of ``nn.conv2d`` by torch's own backward kernel."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    (lh, hh), (lw, hw) = pads
+    if lh == hh >= 0 and lw == hw >= 0:
+        padding = [lh, lw]
+    else:
+        x, padding = F.pad(x, (lw, hw, lh, hh)), [0, 0]
+    return torch.ops.aten.convolution_backward(g, x, w, None, list(stride), padding, list(dilation), False, [0, 0],
+                                               groups, [False, True, False])[1]
+
+
+def _jax_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+              groups: int) -> Any:
+    from jax import lax
+
+    return lax.conv_general_dilated(x, w, stride, pads, rhs_dilation=dilation, feature_group_count=groups)
+
+
+def _jax_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                groups: int) -> Any:
+    import jax.numpy as jnp
+    from jax import lax
+
+    kernel = (int(w.shape[2]), int(w.shape[3]))
+    full = [(d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi) in zip(kernel, dilation, pads, strict=True)]
+    return lax.conv_general_dilated(x, _flip_swap(jnp, w, groups), (1, 1), full, lhs_dilation=stride,
+                                    rhs_dilation=dilation, feature_group_count=groups)
+
+
+_NATIVE_FNS: dict[str, dict[str, Any]] = {
+    "torch": {"conv2d": _torch_conv, "conv_transpose2d": _torch_conv_t, "conv2d_wgrad": _torch_conv_wgrad},
+    "jax": {"conv2d": _jax_conv, "conv_transpose2d": _jax_conv_t},
+}
+_NATIVE: dict[tuple[int, str], Any] = {}
+#: whether the native kernels are used (tests turn them off to compare with the composition)
+USE_NATIVE = [True]
+
+
+def native_kernel(xp: Any, name: str) -> Any:
+    """The library's own kernel ``name`` for arrays of namespace ``xp`` (recorded as one call under
+    xg.jit), or None: then the portable composition runs. Never imports a library itself."""
+    if not USE_NATIVE[0]:
+        return None
+    key = (id(xp), name)
+    try:
+        return _NATIVE[key]
+    except KeyError:
+        pass
+    base = _tracing.base_namespace(xp)
+    f: Any
+    if base is not None:
+        f = native_kernel(base, name)
+        if f is not None:
+            f = _tracing.recorded(f, f"nn.{name}", xp)
+    elif array_api_compat.is_torch_namespace(xp):
+        f = _NATIVE_FNS["torch"].get(name)
+    elif array_api_compat.is_jax_namespace(xp):
+        f = _NATIVE_FNS["jax"].get(name)
+    else:
+        f = None
+    _NATIVE[key] = f
+    return f
+
+
+def _conv_fwd(xp: Any, x: Any, w: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "conv2d")
+    return _conv_portable(xp, x, w, **kw) if f is None else f(x, w, **kw)
+
+
+def _conv_t_fwd(xp: Any, x: Any, w: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "conv_transpose2d")
+    return _conv_t_portable(xp, x, w, **kw) if f is None else f(x, w, **kw)
+
+
+_CONV = primitive("nn.conv2d", _conv_fwd, save=(0, 1), chapter="nn")
+_CONV_T = primitive("nn.conv_transpose2d", _conv_t_fwd, save=(0, 1), chapter="nn")
+
+
+def _call(xp: Any, prim: Primitive, *args: Any, **kw: Any) -> Any:
+    """``prim`` inside a rule: its forward on raw arrays, recorded on Tensors (create_graph)."""
+    if is_xpgrad(xp):
+        return apply(prim, args, kw)
+    return prim.fwd(xp, *args, **kw)
+
+
+def _trim(size: int, out: int, k: int, s: int, d: int, lo: int, hi: int) -> int:
+    """``hi`` less the rows of the padded input that no window of the convolution reads."""
+    return hi - (size + lo + hi - d * (k - 1) - 1 - s * (out - 1))
+
+
+def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+           groups: int) -> Any:
+    """The weight's gradient of ``conv2d(x, w)`` for the cotangent ``g``: a convolution of the input
+    (channels as the batch) with ``g`` (examples as the channels), stride and dilation swapped."""
+    o, cg, kh, kw = (int(s) for s in w.shape)
+    oh, ow = int(g.shape[2]), int(g.shape[3])
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "conv2d_wgrad")
+        if f is not None:
+            return f(x, g, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
+        if native_kernel(xp, "conv2d") is None:  # the composition: the columns times the cotangent
+            cols, _ = _im2col(xp, x, (kh, kw), stride, pads, dilation)
+            n, k, L = int(x.shape[0]), kh * kw, oh * ow
+            # per example (N, O, L) @ (N, L, C*k), summed over the examples (a batched matmul is
+            # the fastest on NumPy: tensordot copies the columns into another layout first)
+            # (each reshape only splits or only merges axes: Dask reshapes nothing else)
+            gm = xp.reshape(xp.reshape(g, (n, groups, o // groups, oh, ow)), (n, groups, o // groups, L))
+            cm = xp.reshape(xp.reshape(cols, (n, groups, cg, *(int(v) for v in cols.shape[2:]))),
+                            (n, groups, cg * k, L))
+            gw = xp.sum(xp.matmul(gm, xp.matrix_transpose(cm)), axis=0)
+            return xp.reshape(gw, (o, cg, kh, kw))
+    n, _, h, wd = (int(s) for s in x.shape)
+    pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
+                  zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
+    if groups == 1:
+        xt = xp.permute_dims(x, (1, 0, 2, 3))
+        gt = xp.permute_dims(g, (1, 0, 2, 3))
+    else:
+        og = o // groups
+        xt = xp.reshape(xp.permute_dims(xp.reshape(x, (n, groups, cg, h, wd)), (2, 1, 0, 3, 4)),
+                        (cg, groups * n, h, wd))
+        gt = xp.reshape(xp.permute_dims(xp.reshape(g, (n, groups, og, oh, ow)), (1, 2, 0, 3, 4)),
+                        (groups * og, n, oh, ow))
+    r = _call(xp, _CONV, xt, gt, stride=dilation, pads=pads2, dilation=stride, groups=groups)
+    return xp.permute_dims(r, (1, 0, 2, 3))
+
+
+def _conv_vjp_x(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                dilation: tuple[int, ...], groups: int) -> Any:
+    h, wd = int(x.shape[2]), int(x.shape[3])
+    kh, kw = int(w.shape[2]), int(w.shape[3])
+    oh, ow = int(g.shape[2]), int(g.shape[3])
+    pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
+                  zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
+    return _call(xp, _CONV_T, g, w, stride=stride, pads=pads2, dilation=dilation, groups=groups)
+
+
+def _conv_vjp_w(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                dilation: tuple[int, ...], groups: int) -> Any:
+    return _wgrad(xp, x, g, w, stride, pads, dilation, groups)
+
+
+def _conv_t_vjp_x(xp: Any, g: Any, ans: Any, x: Any, w: Any, **kw: Any) -> Any:
+    return _call(xp, _CONV, g, w, **kw)
+
+
+def _conv_t_vjp_w(xp: Any, g: Any, ans: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads,
+                  dilation: tuple[int, ...], groups: int) -> Any:
+    # <conv_t(x, w), g> = <x, conv(g, w)>: the weight's gradient of conv(g, w) with cotangent x
+    return _wgrad(xp, g, x, w, stride, pads, dilation, groups)
+
+
+_CONV.defvjp(_conv_vjp_x, _conv_vjp_w)
+_CONV.defjvp(lambda xp, t, ans, x, w, **kw: _call(xp, _CONV, t, w, **kw),
+             lambda xp, t, ans, x, w, **kw: _call(xp, _CONV, x, t, **kw))
+_CONV_T.defvjp(_conv_t_vjp_x, _conv_t_vjp_w)
+_CONV_T.defjvp(lambda xp, t, ans, x, w, **kw: _call(xp, _CONV_T, t, w, **kw),
+               lambda xp, t, ans, x, w, **kw: _call(xp, _CONV_T, x, t, **kw))
+
+
+def _conv_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    """vmap: batch axes folded into the examples' axis, or (a batched weight) into the groups."""
+    x, w = xs
+    if not bs[1]:
+        s = tuple(int(v) for v in x.shape)
+        y = apply(prim, (_op("reshape", x, shape=(math.prod(s[:K + 1]), *s[K + 1:])), w), kw)
+        return _op("reshape", y, shape=(*s[:K + 1], *(int(v) for v in y.shape[1:])))
+    x, w = full(xs, bs, K)
+    xsh = tuple(int(v) for v in x.shape)
+    wsh = tuple(int(v) for v in w.shape)
+    lead, b = xsh[:K], math.prod(xsh[:K])
+    n = xsh[K]
+    xf = _op("reshape", _op("permute_dims", _op("reshape", x, shape=(b, *xsh[K:])), axes=(1, 0, 2, 3, 4)),
+            shape=(n, b * xsh[K + 1], *xsh[K + 2:]))
+    wf = _op("reshape", w, shape=(b * wsh[K], *wsh[K + 1:]))
+    y = apply(prim, (xf, wf), {**kw, "groups": kw["groups"] * b})
+    ysh = tuple(int(v) for v in y.shape)
+    y = _op("permute_dims", _op("reshape", y, shape=(n, b, ysh[1] // b, *ysh[2:])), axes=(1, 0, 2, 3, 4))
+    return _op("reshape", y, shape=(*lead, n, ysh[1] // b, *ysh[2:]))
+
+
+RULES["nn.conv2d"] = _conv_batch
+RULES["nn.conv_transpose2d"] = _conv_batch
+
+
 # ---------------------------------------------------------------------- convolution
 def _conv2d(x: Any, weight: Any, bias: Any, stride: tuple[int, ...], pads: Sequence[tuple[int, int]],
             dilation: tuple[int, ...], groups: int, func: str, padding_mode: str = "zeros") -> Any:
-    n, c, h, w = _shape(x)
+    _, c, h, w = _shape(x)
     wshape = _shape(weight)
     if len(wshape) != 4:
         msg = f"{func}: weight must have shape (out_channels, in_channels / groups, kh, kw), got {wshape}"
@@ -243,20 +555,10 @@ def _conv2d(x: Any, weight: Any, bias: Any, stride: tuple[int, ...], pads: Seque
         msg = (f"{func}: the kernel {(kh, kw)} (dilation {dilation}) is larger than the padded input "
                f"{(h + sum(pads[0]), w + sum(pads[1]))}")
         raise XpgradValueError(msg)
-    x = _pad_spatial(x, pads, padding_mode)
-    k = kh * kw
-    if (kh, kw) == (1, 1) and stride == (1, 1):
-        cols = xg.reshape(x, (n, c, 1, oh * ow))
-    else:
-        cols = _columns(x, (kh, kw), stride, dilation, (oh, ow))
-    if groups == 1:
-        y = xg.matmul(xg.reshape(weight, (o, cg * k)), xg.reshape(cols, (n, c * k, oh * ow)))
-    else:
-        # each reshape only splits or only merges axes (Dask reshapes nothing else)
-        wg = xg.reshape(xg.reshape(weight, (groups, o // groups, cg, kh, kw)), (groups, o // groups, cg * k))
-        cols = xg.reshape(xg.reshape(cols, (n, groups, cg, k, oh, ow)), (n, groups, cg * k, oh * ow))
-        y = xg.reshape(xg.matmul(wg, cols), (n, o, oh * ow))
-    y = xg.reshape(y, (n, o, oh, ow))
+    if padding_mode != "zeros":
+        x, pads = _pad_spatial(x, pads, padding_mode), [(0, 0), (0, 0)]
+    y = apply(_CONV, (x, weight), {"stride": tuple(stride), "pads": tuple((int(lo), int(hi)) for lo, hi in pads),
+                                   "dilation": tuple(dilation), "groups": groups})
     if bias is not None:
         y = y + xg.reshape(bias, (o, 1, 1))
     return y
@@ -319,20 +621,6 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, .
     return y[0, ...] if unbatched else y
 
 
-def _stuff(x: Any, stride: tuple[int, ...]) -> Any:
-    """Insert ``stride - 1`` zeros between neighbouring elements of the last two axes."""
-    for axis, s in ((2, stride[0]), (3, stride[1])):
-        if s == 1:
-            continue
-        shape = _shape(x)
-        size = shape[axis]
-        zero = _const(x, shape, 0.0)
-        x = xg.stack([x] + [zero] * (s - 1), axis=axis + 1)
-        x = xg.reshape(x, (*shape[:axis], size * s, *shape[axis + 1:]))
-        x = x[_along(axis, 0, (size - 1) * s + 1)]
-    return x
-
-
 def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tuple[int, ...] = 1,
                      padding: int | tuple[int, ...] = 0, output_padding: int | tuple[int, ...] = 0,
                      groups: int = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
@@ -376,18 +664,19 @@ def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: int | tu
         msg = (f"{func}: the input has {c} channels, but weight {wshape} with groups={groups} "
                f"expects {ci} (divisible by groups)")
         raise XpgradValueError(msg)
-    # the equivalent forward convolution: flipped kernel, in/out swapped within each group
-    wf = xg.flip(weight, axis=(2, 3))
-    wf = xg.reshape(wf, (groups, ci // groups, og, kh, kw))
-    wf = xg.reshape(xg.permute_dims(wf, (0, 2, 1, 3, 4)), (groups * og, ci // groups, kh, kw))
-    pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip((kh, kw), dil, pad_, opad, strict=True)]
     h, w = _shape(x)[2:]
-    size = [(n_ - 1) * s + 1 + lo + hi for n_, s, (lo, hi) in zip((h, w), stride_, pads, strict=True)]
-    if any(sz - d * (k - 1) < 1 for sz, d, k in zip(size, dil, (kh, kw), strict=True)):
+    pads = tuple((p, p - op) for p, op in zip(pad_, opad, strict=True))
+    size = [(n_ - 1) * s + d * (k - 1) + 1 - lo - hi
+            for n_, s, d, k, (lo, hi) in zip((h, w), stride_, dil, (kh, kw), pads, strict=True)]
+    if any(sz < 1 for sz in size):
         msg = f"{func}: padding {pad_} leaves an empty output for an input of size {(h, w)}"
         raise XpgradValueError(msg)
-    xs = _pad_spatial(_stuff(x, stride_), pads)
-    y = _conv2d(xs, wf, bias, (1, 1), [(0, 0), (0, 0)], dil, groups, func)
+    if bias is not None and _shape(bias) != (og * groups,):
+        msg = f"{func}: bias must have shape ({og * groups},), got {_shape(bias)}"
+        raise XpgradValueError(msg)
+    y = apply(_CONV_T, (x, weight), {"stride": stride_, "pads": pads, "dilation": dil, "groups": groups})
+    if bias is not None:
+        y = y + xg.reshape(bias, (og * groups, 1, 1))
     return y[0, ...] if unbatched else y
 
 
@@ -419,6 +708,170 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any, func: str) -> tuple[
     return kernel, stride_, ntuple(padding, 2, "padding", func)
 
 
+# ---------------------------------------------------------------------- max pooling primitive
+# ``nn.max_pool2d`` returns the maxima and, per output, the flat ``H * W`` position of the first
+# maximum of its window (PyTorch's indices): the residual its rules read. Torch's own kernel
+# where it has one (floating inputs), else the composition: one strided slice of the
+# (-inf-)padded input per kernel offset, ``argmax`` over them. The VJP routes each cotangent to
+# its window's maximum (torch's backward kernel, or the composition's transpose: one zero-stuffed,
+# shifted copy per kernel offset, or a reshape when the windows tile the input); it is linear in
+# the cotangent and made of standard functions, so it differentiates again. The JVP gathers the
+# tangent at the indices.
+def _first_offset(xp: Any, idx: Any, width: int, kernel: tuple[int, ...], stride: tuple[int, ...],
+                  padding: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """Per output, the kernel offset (row-major) of the window's maximum, from its flat input position."""
+    oh, ow = int(idx.shape[-2]), int(idx.shape[-1])
+    dev = array_api_compat.device(idx)
+    r0 = xp.reshape(xp.arange(oh, dtype=idx.dtype, device=dev), (oh, 1)) * stride[0] - padding[0]
+    c0 = xp.reshape(xp.arange(ow, dtype=idx.dtype, device=dev), (1, ow)) * stride[1] - padding[1]
+    return ((idx // width - r0) // dilation[0]) * kernel[1] + (idx % width - c0) // dilation[1]
+
+
+def _maxpool_portable(xp: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                      padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                      out: tuple[int, ...]) -> tuple[Any, Any]:
+    low = -math.inf if is_float(x.dtype) else xp.iinfo(x.dtype).min
+    w = int(x.shape[3])
+    dev = array_api_compat.device(x)
+    for axis, (lo, hi) in ((2, pads[0]), (3, pads[1])):
+        if lo or hi:
+            shape = [int(s) for s in x.shape]
+            parts = []
+            for amount in (lo, None, hi):
+                if amount is None:
+                    parts.append(x)
+                elif amount:
+                    shape[axis] = amount
+                    parts.append(xp.full(tuple(shape), low, dtype=x.dtype, device=dev))
+            x = xp.concat(parts, axis=axis)
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out
+    cols = xp.stack([
+        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+        for i in range(kh) for j in range(kw)
+    ], axis=2)
+    first = xp.argmax(cols, axis=2)
+    y = xp.max(cols, axis=2)
+    r0 = xp.reshape(xp.arange(oh, dtype=first.dtype, device=dev), (oh, 1)) * sh - padding[0]
+    c0 = xp.reshape(xp.arange(ow, dtype=first.dtype, device=dev), (1, ow)) * sw - padding[1]
+    idx = (r0 + (first // kw) * dh) * w + c0 + (first % kw) * dw
+    return y, idx
+
+
+def _torch_maxpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+                   dilation: tuple[int, ...], ceil_mode: bool, pads: Pads, out: tuple[int, ...]) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def _torch_maxpool_vjp(g: Any, x: Any, idx: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                       padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                       out: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.ops.aten.max_pool2d_with_indices_backward(g, x, list(kernel), list(stride), list(padding),
+                                                           list(dilation), ceil_mode, idx)
+
+
+_NATIVE_FNS["torch"]["max_pool2d"] = _torch_maxpool
+_NATIVE_FNS["torch"]["max_pool2d_vjp"] = _torch_maxpool_vjp
+
+
+def _maxpool_fwd(xp: Any, x: Any, **kw: Any) -> tuple[Any, Any]:
+    f = native_kernel(xp, "max_pool2d") if is_float(x.dtype) else None
+    return _maxpool_portable(xp, x, **kw) if f is None else f(x, **kw)
+
+
+def _zeros_like_pad(xp: Any, x: Any, pads: Pads) -> Any:
+    return _pad_spatial(x, pads) if is_xpgrad(xp) else _xpad(xp, x, pads)
+
+
+def _window_scatter(xp: Any, gk: Any, size: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
+                    dilation: tuple[int, ...], pads: Pads) -> Any:
+    """The sum, over kernel offsets, of ``gk[:, :, k]`` placed at the input positions that window
+    offset ``k`` reads: the transpose of the composition's strided slices; ``(N, C, H, W)``."""
+    n, c = int(gk.shape[0]), int(gk.shape[1])
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = int(gk.shape[-2]), int(gk.shape[-1])
+    hp, wp = size[0] + sum(pads[0]), size[1] + sum(pads[1])
+    if (sh, sw) == (kh, kw) and (dh, dw) == (1, 1):  # the windows tile the input: a reshape
+        t = xp.reshape(gk, (n, c, kh, kw, oh, ow))
+        t = xp.reshape(xp.permute_dims(t, (0, 1, 4, 2, 5, 3)), (n, c, oh * kh, ow * kw))
+        full = _zeros_like_pad(xp, t, ((0, hp - oh * kh), (0, wp - ow * kw)))
+    else:
+        full = None
+        for i in range(kh):
+            for j in range(kw):
+                t = gk[:, :, i * kw + j, ...]
+                for axis, s in ((2, sh), (3, sw)):
+                    if s > 1:
+                        shp = tuple(int(v) for v in t.shape)
+                        z = xp.zeros_like(t)
+                        t = xp.reshape(xp.stack([t] + [z] * (s - 1), axis=axis + 1),
+                                       (*shp[:axis], shp[axis] * s, *shp[axis + 1:]))
+                rows, cols_ = (oh - 1) * sh + 1, (ow - 1) * sw + 1
+                t = t[:, :, :rows, :cols_]
+                t = _zeros_like_pad(xp, t, ((i * dh, hp - i * dh - rows), (j * dw, wp - j * dw - cols_)))
+                full = t if full is None else full + t
+    return _zeros_like_pad(xp, full, ((-pads[0][0], -pads[0][1]), (-pads[1][0], -pads[1][1])))
+
+
+def _maxpool_vjp(xp: Any, g: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                 out: tuple[int, ...]) -> Any:
+    gy = g[0]
+    if gy is None:
+        return None
+    idx = _raw(ans[1])
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "max_pool2d_vjp")
+        if f is not None:
+            return f(gy, x, idx, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                     ceil_mode=ceil_mode, pads=pads, out=out)
+    hit = _hit(xp, idx, int(x.shape[3]), kernel, stride, padding, dilation)
+    ge = xp.expand_dims(gy, axis=2)
+    gk = xp.where(hit, ge, xp.zeros_like(ge))
+    return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, stride, dilation, pads)
+
+
+def _hit(xp: Any, idx: Any, width: int, kernel: tuple[int, ...], stride: tuple[int, ...],
+         padding: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """``(N, C, kh*kw, oh, ow)``: whether kernel offset k holds its window's maximum (raw, or a
+    constant Tensor where ``xp`` is xpgrad's namespace)."""
+    raw = _raw(idx)
+    bxp = backend_namespace(raw)
+    first = _first_offset(bxp, raw, width, kernel, stride, padding, dilation)
+    k = kernel[0] * kernel[1]
+    hit = bxp.reshape(bxp.arange(k, dtype=first.dtype, device=array_api_compat.device(first)),
+                      (1, 1, k, 1, 1)) == bxp.expand_dims(first, axis=2)
+    return xp.asarray(hit) if is_xpgrad(xp) else hit
+
+
+def _maxpool_jvp(xp: Any, t: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
+                 out: tuple[int, ...]) -> tuple[Any, None]:
+    # the tangent's value at each window's maximum: the composition's columns, masked
+    # (standard functions only: a gather by the indices would rechunk a Dask array)
+    hit = _hit(xp, ans[1], int(x.shape[3]), kernel, stride, padding, dilation)
+    cols, _ = _im2col(xp, t, kernel, stride, pads, dilation)
+    cols = xp.reshape(cols, (int(t.shape[0]), int(t.shape[1]), kernel[0] * kernel[1], *out))
+    return xp.sum(xp.where(hit, cols, xp.zeros_like(cols)), axis=2), None
+
+
+_MAXPOOL = primitive("nn.max_pool2d", _maxpool_fwd, save=(0,), save_ans=True, multi=True, chapter="nn")
+_MAXPOOL.defvjp(_maxpool_vjp)
+_MAXPOOL.defjvp(_maxpool_jvp)
+
+
+def _maxpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    s = tuple(int(v) for v in xs[0].shape)
+    y, idx = apply(prim, (_op("reshape", xs[0], shape=(math.prod(s[:K + 1]), *s[K + 1:])),), kw)
+    return tuple(_op("reshape", o, shape=(*s[:K + 1], *(int(v) for v in o.shape[1:]))) for o in (y, idx))
+
+
+RULES["nn.max_pool2d"] = _maxpool_batch
+
+
 def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,
                padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Any:
@@ -442,36 +895,102 @@ def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     dil = ntuple(dilation, 2, "dilation", func, 1)
     shape = _shape(x)
     out, pads = _pool_geometry(shape, kernel, stride_, pad_, dil, ceil_mode, func)
-    dtype = _raw(x).dtype
-    low = -math.inf if is_float(dtype) else xg.iinfo(dtype).min
-    cols = _columns(_pad_spatial(x, pads, "zeros", low), kernel, stride_, dil, out)
-    bxp = backend_namespace(_raw(cols))
-    dev = array_api_compat.device(_raw(cols))
-    # (N, C, oh, ow); the first maximum, as PyTorch (inside vmap each example's own: xpgrad's functions)
-    fxp: Any = xg if isinstance(cols, Batched) else bxp
-    first = xg.argmax(xg.stop_gradient(cols), axis=2) if fxp is xg else bxp.argmax(cols.data, axis=2)
-    k = kernel[0] * kernel[1]
-
-    def ar(n: int, shape: tuple[int, ...]) -> Any:
-        # (a Tensor next to a batched value: array-api-strict's own operators refuse other types)
-        a = bxp.reshape(bxp.arange(n, device=dev), shape)
-        return Tensor(a) if fxp is xg else a
-
-    hit = ar(k, (1, 1, k, 1, 1)) == fxp.expand_dims(first, axis=2)
-    y = xg.sum(xg.where(hit, cols, _const(cols, (), 0)), axis=2)
+    y, idx = apply(_MAXPOOL, (x,), {"kernel": kernel, "stride": stride_, "padding": pad_, "dilation": dil,
+                                    "ceil_mode": bool(ceil_mode), "pads": tuple(pads), "out": tuple(out)})
     if not return_indices:
         return y[0, ...] if unbatched else y
-    oh, ow = out
-    rows = ar(oh, (oh, 1)) * stride_[0] - pad_[0] + (first // kernel[1]) * dil[0]
-    cols_ = ar(ow, (1, ow)) * stride_[1] - pad_[1] + (first % kernel[1]) * dil[1]
-    idx = rows * shape[3] + cols_
-    idx = idx if isinstance(idx, Tensor) else Tensor(idx)
     return (y[0, ...], idx[0, ...]) if unbatched else (y, idx)
 
 
 def _counts(size: int, k: int, s: int, o: int, lo: int, hi: int) -> list[int]:
     """Per output position, how many of the window's indices fall in ``[lo, hi)`` (window i starts at i*s)."""
     return [max(min(i * s + k, hi) - max(i * s, lo), 0) for i in range(o)]
+
+
+# ---------------------------------------------------------------------- average pooling primitive
+# ``nn.avg_pool2d``: the sum over each window (zero padding) divided by ``div``: a number
+# (``divisor_override``) or per output row and column the counts whose product divides.
+# Torch's own kernels both ways; JAX's ``lax.reduce_window``; else the composition. It is
+# linear: the VJP spreads ``g / divisor`` over each window (the composition's transpose),
+# the JVP is the pooling of the tangent.
+Div = Any  # an int, or (per-row counts, per-column counts)
+
+
+def _divisor(xp: Any, like: Any, div: Div) -> Any:
+    if isinstance(div, int):
+        return div
+    dev = array_api_compat.device(like)
+    ch = xp.reshape(xp.asarray(div[0], dtype=like.dtype, device=dev), (len(div[0]), 1))
+    cw = xp.reshape(xp.asarray(div[1], dtype=like.dtype, device=dev), (1, len(div[1])))
+    return ch * cw
+
+
+def _avgpool_portable(xp: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
+                      div: Div, **_: Any) -> Any:
+    cols, _o = _im2col(xp, x, kernel, stride, pads, (1, 1))
+    return xp.sum(cols, axis=2) / _divisor(xp, x, div)
+
+
+def _torch_avgpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+                   ceil_mode: bool, count_include_pad: bool, divisor_override: int | None, **_: Any) -> Any:
+    import torch.nn.functional as F  # noqa: N812
+
+    return F.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def _torch_avgpool_vjp(g: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                       padding: tuple[int, ...], ceil_mode: bool, count_include_pad: bool,
+                       divisor_override: int | None, **_: Any) -> Any:
+    import torch
+
+    return torch.ops.aten.avg_pool2d_backward(g, x, list(kernel), list(stride), list(padding), ceil_mode,
+                                              count_include_pad, divisor_override)
+
+
+def _jax_avgpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads, div: Div,
+                 **_: Any) -> Any:
+    import jax.numpy as jnp
+    from jax import lax
+
+    total = lax.reduce_window(x, jnp.zeros((), dtype=x.dtype), lax.add, (1, 1, *kernel), (1, 1, *stride),
+                              ((0, 0), (0, 0), *pads))
+    return total / _divisor(jnp, x, div)
+
+
+_NATIVE_FNS["torch"]["avg_pool2d"] = _torch_avgpool
+_NATIVE_FNS["torch"]["avg_pool2d_vjp"] = _torch_avgpool_vjp
+_NATIVE_FNS["jax"]["avg_pool2d"] = _jax_avgpool
+
+
+def _avgpool_fwd(xp: Any, x: Any, **kw: Any) -> Any:
+    f = native_kernel(xp, "avg_pool2d")
+    return _avgpool_portable(xp, x, **kw) if f is None else f(x, **kw)
+
+
+def _avgpool_vjp(xp: Any, g: Any, ans: Any, x: Any, **kw: Any) -> Any:
+    if not is_xpgrad(xp):
+        f = native_kernel(xp, "avg_pool2d_vjp")
+        if f is not None:
+            return f(g, x, **kw)
+    kernel = kw["kernel"]
+    k = kernel[0] * kernel[1]
+    gd = xp.expand_dims(g / _divisor(backend_namespace(_raw(g)), _raw(g), kw["div"]), axis=2)
+    gk = xp.broadcast_to(gd, (*gd.shape[:2], k, *gd.shape[3:]))
+    return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, kw["stride"], (1, 1), kw["pads"])
+
+
+_AVGPOOL = primitive("nn.avg_pool2d", _avgpool_fwd, save=(0,), chapter="nn")
+_AVGPOOL.defvjp(_avgpool_vjp)
+_AVGPOOL.defjvp(lambda xp, t, ans, x, **kw: _call(xp, _AVGPOOL, t, **kw))
+
+
+def _avgpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+    s = tuple(int(v) for v in xs[0].shape)
+    y = apply(prim, (_op("reshape", xs[0], shape=(math.prod(s[:K + 1]), *s[K + 1:])),), kw)
+    return _op("reshape", y, shape=(*s[:K + 1], *(int(v) for v in y.shape[1:])))
+
+
+RULES["nn.avg_pool2d"] = _avgpool_batch
 
 
 def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,
@@ -498,23 +1017,21 @@ def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tup
     kernel, stride_, pad_ = _pool_args(kernel_size, stride, padding, func)
     shape = _shape(x)
     out, pads = _pool_geometry(shape, kernel, stride_, pad_, (1, 1), ceil_mode, func)
-    total = xg.sum(_columns(_pad_spatial(x, pads), kernel, stride_, (1, 1), out), axis=2)
+    div: Div
     if divisor_override is not None:
         if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override == 0:
             msg = f"{func}: divisor_override must be a non-zero int, got {divisor_override!r}"
             raise XpgradValueError(msg)
-        y = total / divisor_override
+        div = divisor_override
     else:
         per_axis = []
         for size, k, s, o, p in zip(shape[2:], kernel, stride_, out, pad_, strict=True):
             lo, hi = (0, size + 2 * p) if count_include_pad else (p, size + p)
-            per_axis.append(_counts(size, k, s, o, lo, hi))
-        data = _raw(total)
-        bxp = backend_namespace(data)
-        dev = array_api_compat.device(data)
-        ch = bxp.reshape(bxp.asarray(per_axis[0], dtype=data.dtype, device=dev), (out[0], 1))
-        cw = bxp.reshape(bxp.asarray(per_axis[1], dtype=data.dtype, device=dev), (1, out[1]))
-        y = total / (ch * cw)
+            per_axis.append(tuple(float(v) for v in _counts(size, k, s, o, lo, hi)))
+        div = tuple(per_axis)
+    y = apply(_AVGPOOL, (x,), {"kernel": kernel, "stride": stride_, "padding": pad_, "ceil_mode": bool(ceil_mode),
+                               "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override,
+                               "pads": tuple(pads), "div": div})
     return y[0, ...] if unbatched else y
 
 

@@ -1,0 +1,332 @@
+"""Native convolution and pooling kernels against the portable composition (issue 30).
+
+``nn.conv2d`` and ``nn.conv_transpose2d`` run the library's own kernels on torch and JAX;
+everywhere, the composition of the standard's functions is the fallback and the reference.
+Each case runs with the native kernels and with them turned off (`USE_NATIVE`), on every
+backend: forward, first-order gradients, second order (an HVP, and a gradient of a gradient),
+under vmap and under jit; and the gradients against float64 central differences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xpgrad as xg
+from xpgrad.nn import conv as conv_mod
+
+F = xg.nn.functional
+
+RTOL, ATOL = 1e-9, 1e-9
+
+# (input shape, weight shape, keyword arguments of conv2d)
+CONV_CASES = {
+    "pad1": ((2, 3, 7, 6), (4, 3, 3, 3), {"stride": 1, "padding": 1}),
+    "groups_stride_dil": ((2, 4, 8, 7), (6, 2, 3, 2), {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
+                                                      "groups": 2}),
+    "same_even": ((1, 2, 6, 5), (2, 2, 2, 2), {"padding": "same", "dilation": 2}),
+    "stride_leftover": ((2, 2, 9, 8), (3, 2, 3, 3), {"stride": 3, "padding": 2}),
+    "depthwise": ((2, 3, 5, 5), (3, 1, 3, 3), {"padding": 1, "groups": 3}),
+}
+# (input shape, weight shape, keyword arguments of conv_transpose2d)
+CONV_T_CASES = {
+    "stride_opad": ((2, 4, 3, 4), (4, 3, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    "groups_dil": ((1, 4, 4, 3), (4, 1, 2, 3), {"stride": (1, 2), "padding": (0, 1), "groups": 2,
+                                                "dilation": (2, 1)}),
+    "crop": ((2, 2, 4, 4), (2, 3, 1, 1), {"padding": 1}),
+}
+
+
+def _r(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape)
+
+
+@contextmanager
+def portable() -> Iterator[None]:
+    """The composition instead of the native kernels."""
+    conv_mod.USE_NATIVE[0] = False
+    try:
+        yield
+    finally:
+        conv_mod.USE_NATIVE[0] = True
+
+
+def _both(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    native = fn()
+    with portable():
+        ref = fn()
+    return native, ref
+
+
+def _close(backend: Any, a: Any, b: Any) -> None:
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b, strict=True):
+            _close(backend, u, v)
+        return
+    np.testing.assert_allclose(backend.to_numpy(a), backend.to_numpy(b), rtol=RTOL, atol=ATOL)
+
+
+def _op(kind: str) -> tuple[Callable[..., Any], dict[str, tuple[Any, ...]]]:
+    return (F.conv2d, CONV_CASES) if kind == "conv" else (F.conv_transpose2d, CONV_T_CASES)
+
+
+ALL = [("conv", c) for c in CONV_CASES] + [("conv_t", c) for c in CONV_T_CASES]
+# the slower checks (second order, vmap, central differences) on fewer cases
+SOME = [("conv", "groups_stride_dil"), ("conv", "same_even"), ("conv_t", "stride_opad"), ("conv_t", "groups_dil")]
+
+
+def _setup(backend: Any, kind: str, case: str) -> tuple[Callable[..., Any], Any, Any, Any]:
+    fn, cases = _op(kind)
+    xs, ws, kw = cases[case]
+    x, w = backend.asarray(_r(*xs)), backend.asarray(_r(*ws, seed=1))
+    out_shape = fn(x, w, **kw).shape
+    c = backend.asarray(_r(*out_shape, seed=2))
+    return (lambda x, w: fn(x, w, **kw)), x, w, c
+
+
+def test_native_kernels_are_found_on_torch_and_jax(backend: Any) -> None:
+    want = backend.name in ("torch", "jax")
+    for name in ("conv2d", "conv_transpose2d"):
+        assert (conv_mod.native_kernel(backend.xp, name) is not None) == want
+    with portable():
+        assert conv_mod.native_kernel(backend.xp, "conv2d") is None
+
+
+@pytest.mark.parametrize(("kind", "case"), ALL)
+def test_forward_matches_portable(backend: Any, kind: str, case: str) -> None:
+    f, x, w, _ = _setup(backend, kind, case)
+    _close(backend, *_both(lambda: f(x, w)))
+
+
+@pytest.mark.parametrize(("kind", "case"), ALL)
+def test_grads_match_portable(backend: Any, kind: str, case: str) -> None:
+    f, x, w, c = _setup(backend, kind, case)
+    g = xg.grad(lambda x, w: xg.sum(f(x, w) * c), argnums=(0, 1))
+    _close(backend, *_both(lambda: g(x, w)))
+
+
+@pytest.mark.parametrize(("kind", "case"), SOME)
+def test_second_order_matches_portable(backend: Any, kind: str, case: str) -> None:
+    f, x, w, c = _setup(backend, kind, case)
+    vx, vw = backend.asarray(_r(*x.shape, seed=3)), backend.asarray(_r(*w.shape, seed=4))
+
+    def loss(x: Any, w: Any) -> Any:
+        return xg.sum(f(x, w) ** 2 * c)
+
+    def rev_rev(x: Any, w: Any) -> Any:
+        gx, gw = xg.grad(loss, argnums=(0, 1))(x, w)
+        return xg.sum(gx * vx) + xg.sum(gw * vw)
+
+    _close(backend, *_both(lambda: xg.hvp(loss, (x, w), (vx, vw))))
+    _close(backend, *_both(lambda: xg.grad(rev_rev, argnums=(0, 1))(x, w)))
+
+
+@pytest.mark.parametrize(("kind", "case"), SOME)
+def test_vmap_matches_loop(backend: Any, kind: str, case: str) -> None:
+    fn, cases = _op(kind)
+    xs, ws, kw = cases[case]
+    xb = backend.asarray(_r(3, *xs))
+    wb = backend.asarray(_r(3, *ws, seed=1))
+    w = wb[0, ...]
+    for in_axes, args in (((0, None), (xb, w)), ((None, 0), (xb[0, ...], wb)), ((0, 0), (xb, wb))):
+        def f(x: Any, w: Any) -> Any:
+            return xg.sum(fn(x, w, **kw) ** 2)
+
+        def one(i: int, in_axes: Any = in_axes, args: Any = args) -> Any:
+            return [a if ax is None else a[i, ...] for a, ax in zip(args, in_axes, strict=True)]
+
+        for per in (lambda x, w: fn(x, w, **kw), xg.grad(f, argnums=(0, 1))):
+            got, ref = _both(lambda per=per, in_axes=in_axes, args=args: xg.vmap(per, in_axes=in_axes)(*args))
+            _close(backend, got, ref)
+            loop = [per(*one(i)) for i in range(3)]
+            want = (np.stack([backend.to_numpy(v[0]) for v in loop]), np.stack([backend.to_numpy(v[1]) for v in loop])) \
+                if isinstance(loop[0], tuple) else np.stack([backend.to_numpy(v) for v in loop])
+            _close(backend, got, want) if not isinstance(want, tuple) else [
+                np.testing.assert_allclose(backend.to_numpy(g_), w_, rtol=RTOL, atol=ATOL)
+                for g_, w_ in zip(got, want, strict=True)]
+
+
+@pytest.mark.parametrize(("kind", "case"), [("conv", "groups_stride_dil"), ("conv_t", "stride_opad")])
+def test_jit_matches_eager(backend: Any, kind: str, case: str) -> None:
+    f, x, w, c = _setup(backend, kind, case)
+
+    def step(x: Any, w: Any, c: Any) -> Any:
+        return xg.grad(lambda x, w: xg.sum(f(x, w) ** 2 * c), argnums=(0, 1))(x, w)
+
+    want = step(x, w, c)
+    for use in (True, False):
+        conv_mod.USE_NATIVE[0] = use
+        try:
+            j = xg.jit(step)
+            for _ in range(2):  # the trace, then the replay
+                _close(backend, j(x, w, c), want)
+        finally:
+            conv_mod.USE_NATIVE[0] = True
+
+
+@pytest.mark.parametrize(("kind", "case"), SOME)
+def test_grads_match_central_differences(backend: Any, kind: str, case: str) -> None:
+    f, x, w, c = _setup(backend, kind, case)
+    gx, gw = xg.grad(lambda x, w: xg.sum(f(x, w) * c), argnums=(0, 1))(x, w)
+    xn, wn, cn = backend.to_numpy(x), backend.to_numpy(w), backend.to_numpy(c)
+
+    def value(xv: np.ndarray, wv: np.ndarray) -> float:
+        with portable():
+            return float(np.sum(np.asarray(f(xg.asarray(xv), xg.asarray(wv)).data) * cn))
+
+    rng = np.random.default_rng(7)
+    eps = 1e-6
+    for arr, grad, which in ((xn, gx, 0), (wn, gw, 1)):
+        gn = backend.to_numpy(grad)
+        for _ in range(4):
+            idx = tuple(int(rng.integers(s)) for s in arr.shape)
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p = (xn + d, wn) if which == 0 else (xn, wn + d)
+            args_m = (xn - d, wn) if which == 0 else (xn, wn - d)
+            fd = (value(*args_p) - value(*args_m)) / (2 * eps)
+            np.testing.assert_allclose(gn[idx], fd, rtol=1e-6, atol=1e-7)
+
+
+def test_conv1d_matches_portable(backend: Any) -> None:
+    x, w = backend.asarray(_r(2, 3, 9)), backend.asarray(_r(4, 3, 3, seed=1))
+    kw = {"stride": 2, "padding": 1, "dilation": 1}
+    _close(backend, *_both(lambda: xg.grad(lambda x, w: xg.sum(F.conv1d(x, w, **kw) ** 2), argnums=(0, 1))(x, w)))
+
+
+# (input shape, keyword arguments of max_pool2d)
+POOL_CASES = {
+    "tiles": ((2, 3, 8, 6), {"kernel_size": 2}),
+    "overlap_pad": ((2, 2, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    "dil_ceil": ((1, 2, 9, 8), {"kernel_size": (2, 3), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True}),
+}
+
+
+def _pool_setup(backend: Any, case: str) -> tuple[Callable[..., Any], Any, Any]:
+    xs, kw = POOL_CASES[case]
+    # distinct values: the maximum of every window is unique, so the gradient is well defined
+    x = backend.asarray(np.random.default_rng(5).permutation(np.prod(xs)).reshape(xs) / 7.0)
+    c = backend.asarray(_r(*F.max_pool2d(x, **kw).shape, seed=2))
+    return (lambda x: F.max_pool2d(x, **kw)), x, c
+
+
+def test_max_pool_native_kernel_is_found_on_torch(backend: Any) -> None:
+    assert (conv_mod.native_kernel(backend.xp, "max_pool2d") is not None) == (backend.name == "torch")
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_forward_and_grads_match_portable(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    kw = POOL_CASES[case][1]
+    _close(backend, *_both(lambda: F.max_pool2d(x, **kw, return_indices=True)))
+    _close(backend, *_both(lambda: xg.grad(lambda x: xg.sum(f(x) * c))(x)))
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_second_order_matches_portable(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    v = backend.asarray(_r(*x.shape, seed=3))
+
+    def loss(x: Any) -> Any:
+        return xg.sum(f(x) ** 3 * c)
+
+    def rev_rev(x: Any) -> Any:
+        return xg.sum(xg.grad(loss)(x) * v)
+
+    for fn in (lambda: xg.hvp(loss, (x,), (v,)), lambda: xg.grad(rev_rev)(x)):
+        got, ref = _both(fn)
+        _close(backend, got, ref)
+    # against the hessian-vector product of a function with the same local pieces: 6 y c (dy/dx v) dy/dx
+    gv = xg.jvp(f, (x,), (v,))[1]
+    want = xg.vjp(f, x)[1](6 * f(x) * c * gv)[0]
+    _close(backend, xg.hvp(loss, (x,), (v,)), want)
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_vmap_and_jit_match(backend: Any, case: str) -> None:
+    xs, kw = POOL_CASES[case]
+    xb = backend.asarray(np.random.default_rng(6).permutation(3 * np.prod(xs)).reshape((3, *xs)) / 7.0)
+
+    def per(x: Any) -> Any:
+        return xg.grad(lambda x: xg.sum(F.max_pool2d(x, **kw) ** 2))(x)
+
+    got, ref = _both(lambda: xg.vmap(per)(xb))
+    _close(backend, got, ref)
+    _close(backend, got, np.stack([backend.to_numpy(per(xb[i, ...])) for i in range(3)]))
+    j = xg.jit(per)
+    for _ in range(2):
+        _close(backend, j(xb[0, ...]), ref[0, ...])
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool_grads_match_central_differences(backend: Any, case: str) -> None:
+    f, x, c = _pool_setup(backend, case)
+    gx = backend.to_numpy(xg.grad(lambda x: xg.sum(f(x) * c))(x))
+    xn, cn = backend.to_numpy(x), backend.to_numpy(c)
+    rng = np.random.default_rng(8)
+    eps = 1e-3  # (the values are 1/7 apart: no window's maximum changes)
+    for _ in range(6):
+        idx = tuple(int(rng.integers(s)) for s in xn.shape)
+        d = np.zeros_like(xn)
+        d[idx] = eps
+        with portable():
+            fd = (float(np.sum(np.asarray(f(xg.asarray(xn + d)).data) * cn))
+                  - float(np.sum(np.asarray(f(xg.asarray(xn - d)).data) * cn))) / (2 * eps)
+        np.testing.assert_allclose(gx[idx], fd, rtol=1e-6, atol=1e-8)
+
+
+# (input shape, keyword arguments of avg_pool2d)
+AVG_CASES = {
+    "tiles": ((2, 3, 8, 6), {"kernel_size": 2}),
+    "pad_exclude_ceil": ((2, 2, 7, 6), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False,
+                                        "ceil_mode": True}),
+    "override": ((1, 2, 6, 7), {"kernel_size": (2, 3), "stride": (1, 2), "divisor_override": 5}),
+}
+
+
+def test_avg_pool_native_kernel_is_found_on_torch_and_jax(backend: Any) -> None:
+    want = backend.name in ("torch", "jax")
+    assert (conv_mod.native_kernel(backend.xp, "avg_pool2d") is not None) == want
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool_matches_portable(backend: Any, case: str) -> None:
+    xs, kw = AVG_CASES[case]
+    x = backend.asarray(_r(*xs))
+    c = backend.asarray(_r(*F.avg_pool2d(x, **kw).shape, seed=2))
+    v = backend.asarray(_r(*xs, seed=3))
+
+    def loss(x: Any) -> Any:
+        return xg.sum(F.avg_pool2d(x, **kw) ** 2 * c)
+
+    def per(x: Any) -> Any:
+        return xg.grad(loss)(x)
+
+    _close(backend, *_both(lambda: F.avg_pool2d(x, **kw)))
+    _close(backend, *_both(lambda: per(x)))
+    _close(backend, *_both(lambda: xg.hvp(loss, (x,), (v,))))
+    _close(backend, *_both(lambda: xg.grad(lambda x: xg.sum(per(x) * v))(x)))
+    # vmap (the examples' own batch axis too) and jit
+    xb = backend.asarray(_r(3, *xs, seed=4))
+    got = xg.vmap(per)(xb)
+    _close(backend, got, np.stack([backend.to_numpy(per(xb[i, ...])) for i in range(3)]))
+    j = xg.jit(lambda x, c: xg.grad(lambda x: xg.sum(F.avg_pool2d(x, **kw) ** 2 * c))(x))
+    for _ in range(2):
+        _close(backend, j(x, c), per(x))
+    # against central differences (linear before the square: float64 differences are exact enough)
+    gx, xn = backend.to_numpy(per(x)), backend.to_numpy(x)
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        idx = tuple(int(rng.integers(s)) for s in xn.shape)
+        d = np.zeros_like(xn)
+        d[idx] = 1e-6
+        with portable():
+            cn = backend.to_numpy(c)
+            fd = (float(np.sum(np.asarray(F.avg_pool2d(xg.asarray(xn + d), **kw).data) ** 2 * cn))
+                  - float(np.sum(np.asarray(F.avg_pool2d(xg.asarray(xn - d), **kw).data) ** 2 * cn))) / 2e-6
+        np.testing.assert_allclose(gx[idx], fd, rtol=1e-6, atol=1e-7)

@@ -306,23 +306,38 @@ def test_modules_match_torch(name: str, make: Callable[..., Any], backend: Any) 
     ours_kw = {k: (xg.Tensor(backend.asarray(v)) if isinstance(v, np.ndarray) else v) for k, v in extra.items()}
     theirs_kw = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in extra.items()}
     out, ref = ours(*ours_in, **ours_kw), theirs(*theirs_in, **theirs_kw)
+    checks: list[tuple[Any, Any, str]] = []  # (ours, torch's, what), converted together at the end
     if isinstance(ref, tuple):  # attention: (output, weights)
-        np.testing.assert_allclose(_np(out[1].detach()), ref[1].detach().numpy(), rtol=RTOL, atol=ATOL)
+        checks.append((out[1].detach(), ref[1].detach().numpy(), "attention weights"))
         out, ref = out[0], ref[0]
-    np.testing.assert_allclose(_np(out.detach()), ref.detach().numpy(), rtol=RTOL, atol=ATOL)
+    checks.append((out.detach(), ref.detach().numpy(), "output"))
     u = rng.standard_normal(tuple(ref.shape))
     out.backward(gradient=backend.asarray(u))
     ref.backward(torch.tensor(u))
-    for a, b in zip(ours_in, theirs_in, strict=True):
-        np.testing.assert_allclose(_np(a.grad), b.grad.numpy(), rtol=RTOL, atol=ATOL)
+    for i, (a, b) in enumerate(zip(ours_in, theirs_in, strict=True)):
+        checks.append((a.grad, b.grad.numpy(), f"input {i}'s gradient"))
     ours_p = dict(ours.named_parameters())
     assert set(ours_p) == {n for n, _ in theirs.named_parameters()}
     for pname, p in theirs.named_parameters():
-        np.testing.assert_allclose(_np(ours_p[pname].grad), p.grad.numpy(), rtol=RTOL, atol=ATOL, err_msg=pname)
+        assert ours_p[pname].grad is not None, pname
+        checks.append((ours_p[pname].grad, p.grad.numpy(), pname))
     # the buffers (running statistics) follow torch's
     ours_b = dict(ours.named_buffers())
     for bname, b in theirs.named_buffers():
-        np.testing.assert_allclose(_np(ours_b[bname]), b.numpy(), rtol=RTOL, atol=ATOL, err_msg=bname)
+        checks.append((ours_b[bname], b.numpy(), bname))
+    for (_, want, what), got in zip(checks, _np_all([c[0] for c in checks]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=what)
+
+
+def _np_all(arrays: list[Any]) -> list[np.ndarray]:
+    """``_np`` of each, with Dask's in one compute (their graphs share the forward pass: one
+    compute per array ran it again each time, 15 computes of ~7000 tasks for the CNN)."""
+    datas = [a.data if isinstance(a, xg.Tensor) else a for a in arrays]
+    if any(hasattr(d, "compute") for d in datas):
+        import dask
+
+        datas = list(dask.compute(*datas))
+    return [_np(d) for d in datas]
 
 
 # ====================================================================== shapes, init, repr

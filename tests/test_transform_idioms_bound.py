@@ -350,8 +350,10 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def third_party_results() -> dict[str, dict[str, str]]:
+    # (session scope: the session-scoped ``backend`` parameter regroups the tests by backend across
+    # modules, so a module-scoped fixture was set up again, a subprocess for every backend, per backend)
     pytest.importorskip("scipy")
     pytest.importorskip("sklearn")
     env = dict(os.environ, SCIPY_ARRAY_API="1")

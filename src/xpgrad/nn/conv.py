@@ -34,9 +34,8 @@ from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
 from .._exceptions import XpgradTypeError, XpgradValueError
-from .._vmap_rules._util import full
-from .._vmap_rules._util import op as _op
-from ..autograd._batched import RULES
+from ..autograd._batching_util import full
+from ..autograd._batching_util import op as _op
 from ..autograd._core import Primitive, apply, primitive
 from ..autograd._tensor import Tensor
 from ..ops._common import is_xpgrad
@@ -523,8 +522,8 @@ def _conv_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     return _op("reshape", y, shape=(*lead, n, ysh[1] // b, *ysh[2:]))
 
 
-RULES["nn.conv2d"] = _conv_batch
-RULES["nn.conv_transpose2d"] = _conv_batch
+_CONV.batching(_conv_batch)
+_CONV_T.batching(_conv_batch)
 
 
 # ---------------------------------------------------------------------- convolution
@@ -869,7 +868,7 @@ def _maxpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str,
     return tuple(_op("reshape", o, shape=(*s[:K + 1], *(int(v) for v in o.shape[1:]))) for o in (y, idx))
 
 
-RULES["nn.max_pool2d"] = _maxpool_batch
+_MAXPOOL.batching(_maxpool_batch)
 
 
 def max_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,
@@ -990,7 +989,7 @@ def _avgpool_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str,
     return _op("reshape", y, shape=(*s[:K + 1], *(int(v) for v in y.shape[1:])))
 
 
-RULES["nn.avg_pool2d"] = _avgpool_batch
+_AVGPOOL.batching(_avgpool_batch)
 
 
 def avg_pool2d(input: Any, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None,

@@ -1481,7 +1481,7 @@ def jit(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[i
         cache_size: int = 64) -> Any:
     """Trace ``f`` once per signature, then replay its program of backend calls with no tape.
 
-    What ``f`` may call, and what is state or static: see [`Jitted`][xpgrad._jit.Jitted].
+    What ``f`` may call, and what is state or static: see [`Jitted`][xpgrad.Jitted].
 
     Args:
         f: the function (``jit`` also works as a decorator, with or without arguments).

@@ -339,6 +339,33 @@ def _cross_entropy(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     return xg, tc, tshape if red == "none" else ()
 
 
+def _as_column(a: Val) -> tuple[str, str, int]:
+    """``a`` as a one-channel (1, 1, n, 1) image: its xpgrad and torch spellings and ``n``."""
+    n = math.prod(a.shape)
+    return f"xp.reshape({a.name}, (1, 1, {n}, 1))", f"{a.name}.reshape(1, 1, {n}, 1)", n
+
+
+def _window(kind: str) -> OpFn:
+    """A convolution (``a``'s first two values are the kernel, so the weight's gradient is checked
+    too) or a pooling over ``a`` laid out as a column image."""
+
+    def fn(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+        x, tx, n = _as_column(a)
+        if n < 2:
+            return None
+        if kind in ("conv2d", "conv_transpose2d"):
+            w, tw = f"xp.reshape(xp.reshape({a.name}, (-1,))[:2], (1, 1, 2, 1))", f"{a.name}.reshape(-1)[:2].reshape(1, 1, 2, 1)"
+            out = (1, 1, n - 1 if kind == "conv2d" else n + 1, 1)
+            return (f"xp.nn.functional.{kind}({x}, {w})", f"torch.nn.functional.{kind}({tx}, {tw})", out)
+        return (f"xp.nn.functional.{kind}({x}, (2, 1))", f"torch.nn.functional.{kind}({tx}, (2, 1))", (1, 1, n // 2, 1))
+
+    return fn
+
+
+for _kind in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"):
+    _op(f"nn.{_kind}")(_window(_kind))
+
+
 @_op("special.polygamma")
 def _polygamma(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     n = d(st.sampled_from([1, 2]))

@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 import array_api_compat
 
 from . import tree_util
+from ._backends import library_of
 from ._dispatch import backend_namespace, public_namespace
 from ._dtypes import dtype_name, to_backend
 from ._exceptions import BackendNotInstalledError, XpgradTypeError, XpgradValueError
@@ -508,7 +509,13 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             host = np.ascontiguousarray(host).view(_COMPLEX_PARTS[headers[name][0]])[..., 0]
         if not host.flags.writeable:
             host = np.array(host, copy=True)  # writeable, owned memory for every library
-        made[name] = Tensor(xp.asarray(host, device=dev))
+        try:
+            made[name] = Tensor(xp.asarray(host, device=dev))
+        except (TypeError, ValueError) as e:  # (a dtype the policy's library lacks: float16 on array-api-strict)
+            msg = (f"load: {target!r}: tensor {name!r} has dtype {dtype_name(host.dtype)}, which the current "
+                   f"policy's library ({library_of(xp)}) cannot hold ({e}); load it under a policy whose library has it "
+                   f"(with xg.default_device('numpy'): ...) and convert")
+            raise XpgradValueError(msg) from e
     if tree is None:
         return made
     out: dict[str, Any] = _decode(tree, made)

@@ -1,5 +1,5 @@
 """OpCases for the primitives of ``xpgrad.nn.functional`` (``nn.relu``, ``nn.softmax_cross_entropy``,
-``nn.binary_cross_entropy``).
+``nn.binary_cross_entropy``, the convolutions and the poolings).
 
 The rest of ``nn.functional`` is composed of namespace functions and is tested in
 tests/test_nn.py; a primitive of its own gets its rules checked here like any other.
@@ -45,6 +45,35 @@ def _xent_torch(t: Any, x: Any, y: Any, **kw: Any) -> Any:
     return t.nn.functional.cross_entropy(x, y, **kw)
 
 
+def _conv_shapes(draw: Draw) -> list[tuple[int, ...]]:
+    """An (N, C, H, W) input and a (C_out, C, kH, kW) weight."""
+    return [(draw(st.sampled_from([1, 2])), 2, 4, 5), (3, 2, 2, 3)]
+
+
+def _conv_t_shapes(draw: Draw) -> list[tuple[int, ...]]:
+    """An (N, C, H, W) input and a transposed convolution's (C, C_out, kH, kW) weight."""
+    return [(draw(st.sampled_from([1, 2])), 3, 3, 4), (3, 2, 2, 3)]
+
+
+def _conv_params(draw: Draw, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
+    return {"stride": draw(st.sampled_from([1, 2])), "padding": draw(st.sampled_from([0, 1]))}
+
+
+def _pool_shapes(draw: Draw) -> list[tuple[int, ...]]:
+    return [draw(st.sampled_from([(1, 2, 4, 4), (2, 1, 5, 4)]))]
+
+
+def _pool_params(draw: Draw, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
+    return {"kernel_size": draw(st.sampled_from([2, (2, 3)])), "stride": draw(st.sampled_from([1, 2]))}
+
+
+def _distinct(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
+    """Values at least 0.05 apart (no ties inside a pooling window: finite differences at a tie average)."""
+    (x,) = arrays
+    ranks = np.argsort(np.argsort(x, axis=None)).reshape(x.shape)
+    return [(x + 0.05 * ranks).astype(x.dtype)]
+
+
 CASES = [
     # values away from the kink at 0 (finite differences straddling it would average the slopes)
     OpCase("nn.relu", lambda xp, x: F.relu(x), domain=(-2.0, 2.0),
@@ -59,4 +88,14 @@ CASES = [
     OpCase("nn.binary_cross_entropy", lambda xp, p, y: F.binary_cross_entropy(p, y, reduction="none"), nargs=2,
            shapes=same_shape(2), domain=[(0.05, 0.95), (0.0, 1.0)],
            torch_fn=lambda t, p, y: t.nn.functional.binary_cross_entropy(p, y, reduction="none")),
+    # the convolution and pooling primitives (native kernels on torch and JAX, the composition elsewhere)
+    OpCase("nn.conv2d", lambda xp, x, w, **kw: F.conv2d(x, w, **kw), nargs=2, shapes=_conv_shapes,
+           params=_conv_params, complex=False, torch_fn=lambda t, x, w, **kw: t.nn.functional.conv2d(x, w, **kw)),
+    OpCase("nn.conv_transpose2d", lambda xp, x, w, **kw: F.conv_transpose2d(x, w, **kw), nargs=2,
+           shapes=_conv_t_shapes, params=_conv_params, complex=False,
+           torch_fn=lambda t, x, w, **kw: t.nn.functional.conv_transpose2d(x, w, **kw)),
+    OpCase("nn.max_pool2d", lambda xp, x, **kw: F.max_pool2d(x, **kw), shapes=_pool_shapes, params=_pool_params,
+           prepare=_distinct, complex=False, torch_fn=lambda t, x, **kw: t.nn.functional.max_pool2d(x, **kw)),
+    OpCase("nn.avg_pool2d", lambda xp, x, **kw: F.avg_pool2d(x, **kw), shapes=_pool_shapes, params=_pool_params,
+           complex=False, torch_fn=lambda t, x, **kw: t.nn.functional.avg_pool2d(x, **kw)),
 ]

@@ -406,8 +406,8 @@ def test_half_mlp_trains_as_torch(name: str, opt: str, kw: dict[str, float]) -> 
     x = torch.randn(64, 8, dtype=dt)
     y = torch.randint(0, 3, (64,))
     tm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to(dt)
-    with xg.default_device("torch"):
-        xm = xg.nn.Sequential(xg.nn.Linear(8, 16, dtype=dt), xg.nn.ReLU(), xg.nn.Linear(16, 3, dtype=dt))
+    # (built as a torch user builds one: on the default library, then moved, `model.to(...)`)
+    xm = xg.nn.Sequential(xg.nn.Linear(8, 16), xg.nn.ReLU(), xg.nn.Linear(16, 3)).to(xp="torch", dtype=dt)
     for p, q in zip(tm.parameters(), xm.parameters()):
         q.data = p.detach().clone()
     topt = getattr(torch.optim, opt)(tm.parameters(), **kw)
@@ -438,8 +438,7 @@ def test_bfloat16_linear_matches_torch() -> None:
     x = torch.randn(32, 5, dtype=torch.bfloat16)
     y = torch.randn(32, 2, dtype=torch.bfloat16)
     tl = torch.nn.Linear(5, 2).to(torch.bfloat16)
-    with xg.default_device("torch"):
-        xl = xg.nn.Linear(5, 2, dtype=xg.bfloat16)
+    xl = xg.nn.Linear(5, 2).to(xp="torch", dtype=xg.bfloat16)
     xl.weight.data, xl.bias.data = tl.weight.detach().clone(), tl.bias.detach().clone()
     topt, xopt = torch.optim.SGD(tl.parameters(), lr=0.05), xg.optim.SGD(xl.parameters(), lr=0.05)
     for step in range(30):
@@ -490,8 +489,7 @@ def test_torch_bfloat16_on_the_host(tmp_path: Any) -> None:
     s = xg.sum(t * t)
     assert float(s) == 1.25 and s.item() == 1.25
     assert "dtype=bfloat16" in repr(s)
-    with xg.default_device("torch"):
-        m = xg.nn.Linear(2, 2, dtype=xg.bfloat16)
+    m = xg.nn.Linear(2, 2).to(xp="torch", dtype=xg.bfloat16)
     w = m.weight.data.clone()
     for xp in ("numpy", "torch"):  # (NumPy has no bfloat16: refused there, naming the call)
         if xp == "numpy":

@@ -39,6 +39,15 @@ def _check(backend: Any, got: Any, want: Any) -> None:
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
+def _sin_step(w: Any, opt: Any, c: Any) -> Any:
+    """One optimizer step on ``sum(sin(w * c))``; the loss."""
+    opt.zero_grad()
+    loss = xg.sum(xg.sin(w * c))
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def _arr(backend: Any, *shape: int) -> Any:
     return backend.asarray(RNG.standard_normal(shape))
 
@@ -467,19 +476,12 @@ def test_learning_rates_that_are_numpy_scalars(backend: Any) -> None:
     o1, o2 = optim.Adam([w1], lr=0.1), optim.Adam([w2], lr=0.1)
     c = _arr(backend, 3)
 
-    def step(w: Any, opt: Any, c: Any) -> Any:
-        opt.zero_grad()
-        loss = xg.sum(xg.sin(w * c))
-        loss.backward()
-        opt.step()
-        return loss
-
-    f = xg.jit(step)
+    f = xg.jit(_sin_step)
     # (NumPy scalars, float32 too: eager step() reads each as the Python number it holds, and so does jit)
     for i in range(20):
         lr = (0.1, np.float64(0.05), np.float32(0.02), 0.03, np.float32(0.7))[i % 5]
         o1.param_groups[0]["lr"] = o2.param_groups[0]["lr"] = lr
-        _check(backend, f(w1, o1, c), step(w2, o2, c))
+        _check(backend, f(w1, o1, c), _sin_step(w2, o2, c))
         assert o1.param_groups[0]["lr"] is lr  # (left as the user set it)
     _check(backend, w1, w2)
     assert f.cache_info().traces == 2  # (the first step, then one with Adam's state: no retrace per scalar type)
@@ -499,22 +501,15 @@ def test_a_float32_learning_rate_and_schedule_under_jit(oname: str, dtype: str, 
     s1, s2 = (lr_scheduler.LambdaLR(o, lambda e: np.float32(0.9) ** e) for o in (o1, o2))
     c = backend.asarray(np.arange(4.0, dtype=dtype))
 
-    def step(w: Any, opt: Any, c: Any) -> Any:
-        opt.zero_grad()
-        loss = xg.sum(xg.sin(w * c))
-        loss.backward()
-        opt.step()
-        return loss
-
     def check(got: Any, want: Any) -> None:
         if backend.name == "numpy" or dtype == "float64":
             _check(backend, got, want)
         else:  # (float32 under jax.jit: XLA's fused sin/cos differ from eager's in the last bit, a Python lr too)
             np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-5, atol=1e-6)
 
-    f = xg.jit(step)
+    f = xg.jit(_sin_step)
     for _ in range(8):
-        check(f(w1, o1, c), step(w2, o2, c))
+        check(f(w1, o1, c), _sin_step(w2, o2, c))
         s1.step()
         s2.step()
         assert type(o1.param_groups[0]["lr"]) is np.float32 and o1.param_groups[0]["lr"] == o2.param_groups[0]["lr"]

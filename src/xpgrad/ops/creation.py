@@ -27,8 +27,8 @@ from .._tracing import is_tracer, recording
 from ..autograd._batched import Batched, from_phys
 from ..autograd._batching_util import stacked_matrices
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, declare, joint_linear_jvp, linear_jvp, primitive
-from ._registry import prim_of
+from ._common import Array, Tensor, apply, declare, joint_linear_jvp, primitive
+from ._registry import Chapter, prim_of
 from .data_type import _name as _dtype_name_of
 from .data_type import astype, result_type
 from .manipulation import broadcast_to, reshape, stack
@@ -54,6 +54,13 @@ __all__ = [
 ]
 
 _C = "creation"
+#: tril and triu are entries; the rest is written by hand: the functions without an array
+#: argument (no primitive: they make a constant), asarray, from_dlpack, the *_like ones and
+#: meshgrid (which checks its arguments first)
+op = Chapter(_C, module=__name__, extra=(
+    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "meshgrid",
+    "ones", "ones_like", "tensor", "zeros", "zeros_like",
+))
 
 
 # ---------------------------------------------------------------- where and what
@@ -674,14 +681,8 @@ del _fn
 
 # ---------------------------------------------------------------- differentiable
 # (functions of the last two axes: the batch axes lead, so they are more stack axes)
-_tril = primitive("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), save=(), chapter=_C, batch=stacked_matrices)
-_tril.defvjp(lambda xp, g, ans, x, *, k=0: xp.tril(g, k=k))
-_tril.defjvp(linear_jvp(_tril))
-_triu = primitive("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), save=(), chapter=_C, batch=stacked_matrices)
-_triu.defvjp(lambda xp, g, ans, x, *, k=0: xp.triu(g, k=k))
-_triu.defjvp(linear_jvp(_triu))
-
-
+@op.function(batch=stacked_matrices, fwd=lambda xp, x, *, k=0: xp.tril(x, k=k),
+             vjp=(lambda xp, g, ans, x, *, k=0: xp.tril(g, k=k),), jvp="linear", save=())
 def tril(x: Array, /, *, k: int = 0) -> Array:
     """The lower triangle of each matrix: elements above the ``k``-th diagonal set to zero.
 
@@ -691,9 +692,10 @@ def tril(x: Array, /, *, k: int = 0) -> Array:
         Tensor([[1., 0.],
                 [3., 4.]], dtype=float64, device=cpu)
     """
-    return apply(_tril, (x,), {"k": k})
 
 
+@op.function(batch=stacked_matrices, fwd=lambda xp, x, *, k=0: xp.triu(x, k=k),
+             vjp=(lambda xp, g, ans, x, *, k=0: xp.triu(g, k=k),), jvp="linear", save=())
 def triu(x: Array, /, *, k: int = 0) -> Array:
     """The upper triangle of each matrix: elements below the ``k``-th diagonal set to zero.
 
@@ -703,7 +705,6 @@ def triu(x: Array, /, *, k: int = 0) -> Array:
         Tensor([[0., 2.],
                 [0., 0.]], dtype=float64, device=cpu)
     """
-    return apply(_triu, (x,), {"k": k})
 
 
 def _grid_axis(i: int, n: int, indexing: str) -> int:
@@ -779,3 +780,6 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:
     if not arrays:
         return ()
     return apply(_meshgrid, arrays, {"indexing": indexing})
+
+
+op.check_all(__all__)

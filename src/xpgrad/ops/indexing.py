@@ -35,11 +35,12 @@ from .._dtypes import dtype_name, fast_name
 from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._alias import may_alias
 from ..autograd._batched import STACK, Batched, _check_levels, from_phys, lift, set_indexing, shift_axis
-from ..autograd._batching_util import full, op, pad
+from ..autograd._batching_util import full, pad
+from ..autograd._batching_util import op as _named
 from ..autograd._core import Primitive, raw_dtype
 from ..autograd._tensor import _wrap
 from ._common import NOKW, Array, Tensor, apply, is_xpgrad, joint_linear_jvp, linear_jvp, primitive
-from ._registry import prim_of
+from ._registry import Chapter, prim_of
 from .data_type import _astype
 from .elementwise import where
 
@@ -47,6 +48,8 @@ __all__ = ["take", "take_along_axis"]
 
 _C = "indexing"
 _I = "internal"
+#: take checks its axis argument first: written by hand (until declarations have bodies)
+op = Chapter(_C, module=__name__, extra=("take",))
 
 
 # ---------------------------------------------------------------- keys
@@ -508,11 +511,6 @@ def _take_along_axis_vjp(xp: Any, g: Any, ans: Any, x: Any, indices: Any, *, axi
     return scatter_add(xp, g, ids, shape)
 
 
-_take_along_axis: Primitive = primitive("take_along_axis", _take_along_axis_fwd, save=(1,), chapter=_C)
-_take_along_axis.defvjp(_take_along_axis_vjp, None)
-_take_along_axis.defjvp(linear_jvp(_take_along_axis), None)
-
-
 def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
     """Elements of ``x`` at ``indices`` (a 1-D integer array) along ``axis``.
 
@@ -532,6 +530,22 @@ def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
     return apply(_take, (x, indices), {"axis": axis})
 
 
+def _take_along_axis_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x, idx = xs
+    bx, bi = bs
+    n = len(x.shape) - K if bx else len(x.shape)
+    ni = len(idx.shape) - K if bi else len(idx.shape)
+    if ni != n:
+        msg = f"take_along_axis: indices must have the rank of x ({n}), got {ni} (inside vmap)"
+        raise XpgradValueError(msg)
+    ax = shift_axis("take_along_axis", kw.get("axis", -1), n, K)
+    # take_along_axis does not broadcast: both with full batch axes
+    xf, ii = full([x, idx], [bx, bi], K)
+    return apply(prim, (xf, ii), {**kw, "axis": ax})
+
+
+@op.function(batch=_take_along_axis_batch, fwd=_take_along_axis_fwd, vjp=(_take_along_axis_vjp, None), jvp="linear",
+             arrays=2, save=(1,))
 def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
     """Elements of ``x`` at ``indices`` along ``axis``; ``indices`` has ``x``'s rank.
 
@@ -542,7 +556,9 @@ def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
         Tensor([[30.],
                 [60.]], dtype=float64, device=cpu)
     """
-    return apply(_take_along_axis, (x, indices), {"axis": axis})
+
+
+_take_along_axis = prim_of(take_along_axis)
 
 
 # ================================================================ vmap
@@ -560,7 +576,7 @@ def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
 # A batched boolean mask would select a different number of elements per example: an
 # error, as in JAX (``xg.where`` is the batchable form).
 #
-# (``reshape``, ``broadcast_to``, ``permute_dims`` and ``stack`` are applied by name, `op`:
+# (``reshape``, ``broadcast_to``, ``permute_dims`` and ``stack`` are applied by name, ``_named``:
 # ``ops.manipulation`` imports this module, so their primitives are not importable here.)
 _where_p = prim_of(where)
 
@@ -703,7 +719,7 @@ def _perm(ndim: int, order: list[int]) -> Any:
 
 
 def _permute(t: Any, axes: Any) -> Any:
-    return t if axes is None else op("permute_dims", t, axes=axes)
+    return t if axes is None else _named("permute_dims", t, axes=axes)
 
 
 def _to_example_order(K: int, lay: _Layout, ndim: int) -> Any:
@@ -810,8 +826,8 @@ def _dask_loop(phys: Any, lay: _Layout, st: tuple[Any, ...], K: int) -> Any:
         kb = tuple(k if r is None else r[tuple(i if r.shape[j] != 1 else 0 for j, i in enumerate(b))]
                    for k, r in zip(lay.items, raws))
         outs.append(_getitem(xb, key=kb))
-    out = op("stack", *outs, axis=0)
-    return op("reshape", out, shape=sizes + tuple(out.shape[1:]))
+    out = _named("stack", *outs, axis=0)
+    return _named("reshape", out, shape=sizes + tuple(out.shape[1:]))
 
 
 # ---------------------------------------------------------------- setitem (out of place)
@@ -825,7 +841,7 @@ def _widen(phys: Any, K: int, *groups: list[Any]) -> Any:
                     sizes[lv] = a.shape[lv]
     if tuple(sizes) == tuple(phys.shape[:K]):
         return phys
-    return op("broadcast_to", phys, shape=tuple(sizes) + tuple(phys.shape[K:]))
+    return _named("broadcast_to", phys, shape=tuple(sizes) + tuple(phys.shape[K:]))
 
 
 def _as_tensor(v: Any) -> Any:
@@ -858,7 +874,7 @@ def batched_setitem(x: Any, value: Any, key: Any) -> Tensor:
     elif _is_arr(vphys) and len(vphys.shape) > 0 and not basic:
         # an unbatched value: rank of the target, so that it can be put in the physical order
         s = tuple(vphys.shape)
-        vphys = op("reshape", _as_tensor(vphys), shape=(1,) * K + (1,) * (lay.ndim - len(s)) + s)
+        vphys = _named("reshape", _as_tensor(vphys), shape=(1,) * K + (1,) * (lay.ndim - len(s)) + s)
         vb = True
     if basic:
         return from_phys(_setitem(phys, vphys, key=(slice(None),) * K + parts), st)  # type: ignore[no-any-return]
@@ -877,7 +893,7 @@ def _set_mask(phys: Any, vphys: Any, vb: bool, mask: Any, st: tuple[Any, ...], K
         if isinstance(mask, Batched):
             m = lift(mask, st)
             s = tuple(m.shape)
-            cond: Any = op("reshape", m, shape=s + (1,) * (n - r))
+            cond: Any = _named("reshape", m, shape=s + (1,) * (n - r))
         else:
             cond = backend_namespace(mask).reshape(mask, tuple(mask.shape) + (1,) * (n - r))
         v = pad(vphys, K, n) if vb else vphys
@@ -925,24 +941,9 @@ def _take_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     xf = full([x], [bx], K)[0]
     s = tuple(xf.shape)
     m = int(idx.shape[-1])
-    ii = op("reshape", idx, shape=tuple(idx.shape[:K]) + (1,) * (ax - K) + (m,) + (1,) * (len(s) - ax - 1))
-    ii = op("broadcast_to", ii, shape=(*s[:ax], m, *s[ax + 1:]))
+    ii = _named("reshape", idx, shape=tuple(idx.shape[:K]) + (1,) * (ax - K) + (m,) + (1,) * (len(s) - ax - 1))
+    ii = _named("broadcast_to", ii, shape=(*s[:ax], m, *s[ax + 1:]))
     return _take_along_axis(xf, ii, axis=ax)
-
-
-@_take_along_axis.batching
-def _take_along_axis_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
-    x, idx = xs
-    bx, bi = bs
-    n = len(x.shape) - K if bx else len(x.shape)
-    ni = len(idx.shape) - K if bi else len(idx.shape)
-    if ni != n:
-        msg = f"take_along_axis: indices must have the rank of x ({n}), got {ni} (inside vmap)"
-        raise XpgradValueError(msg)
-    ax = shift_axis("take_along_axis", kw.get("axis", -1), n, K)
-    # take_along_axis does not broadcast: both with full batch axes
-    xf, ii = full([x, idx], [bx, bi], K)
-    return apply(prim, (xf, ii), {**kw, "axis": ax})
 
 
 @_getitem.batching
@@ -1004,7 +1005,7 @@ def _scatter_add_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[
     ids_raw = ids.data if isinstance(ids, Tensor) else ids
     v = pad(v, K, len(ids_raw.shape))
     sizes = tuple(lv.size for lv in STACK.get()[:K])
-    v = op("broadcast_to", v, shape=sizes + tuple(ids_raw.shape))
+    v = _named("broadcast_to", v, shape=sizes + tuple(ids_raw.shape))
     size = math.prod(shape)
     return apply(prim, (v, _ids_batched(ids_raw, sizes, size, ids_raw)), {**kw, "shape": sizes + shape})
 
@@ -1028,3 +1029,6 @@ def _embed_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, A
 
 
 set_indexing(batched_getitem, batched_setitem)  # (Batched indexing, in the autograd layer, calls them)
+
+
+op.check_all(__all__)

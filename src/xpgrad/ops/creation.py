@@ -27,7 +27,7 @@ from .._tracing import is_tracer, recording
 from ..autograd._batched import Batched, from_phys
 from ..autograd._batching_util import stacked_matrices
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, declare, joint_linear_jvp, primitive
+from ._common import Array, Tensor, declare
 from ._registry import Chapter, prim_of
 from .data_type import _name as _dtype_name_of
 from .data_type import astype, result_type
@@ -54,11 +54,10 @@ __all__ = [
 ]
 
 _C = "creation"
-#: tril and triu are entries; the rest is written by hand: the functions without an array
-#: argument (no primitive: they make a constant), asarray, from_dlpack, the *_like ones and
-#: meshgrid (which checks its arguments first)
+#: tril, triu and meshgrid are entries; the rest is written by hand: the functions without an
+#: array argument (no primitive: they make a constant), asarray, from_dlpack and the *_like ones
 op = Chapter(_C, module=__name__, extra=(
-    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "meshgrid",
+    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace",
     "ones", "ones_like", "tensor", "zeros", "zeros_like",
 ))
 
@@ -724,14 +723,9 @@ def _meshgrid_vjp(xp: Any, g: Any, ans: Any, i: int, *xs: Any, indexing: str = "
     return xp.sum(gi, axis=others) if others else gi
 
 
-_meshgrid = primitive("meshgrid", lambda xp, *xs, indexing="xy": tuple(xp.meshgrid(*xs, indexing=indexing)),
-                      save=(), multi=True, view=True, chapter=_C)
-_meshgrid.defvjp(rest=_meshgrid_vjp)
-_meshgrid.defjvp(rest=joint_linear_jvp(_meshgrid))
 _reshape_p, _broadcast_to_p = prim_of(reshape), prim_of(broadcast_to)
 
 
-@_meshgrid.batching
 def _meshgrid_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> tuple[Any, ...]:
     """Each 1-D example put along its output axis (after the batch axes) and broadcast to the grid:
     a reshape and a broadcast per output, as the grid of one example is."""
@@ -756,6 +750,11 @@ def _meshgrid_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str
     return tuple(outs)
 
 
+_meshgrid = op.primitive("meshgrid", fwd=lambda xp, *xs, indexing="xy": tuple(xp.meshgrid(*xs, indexing=indexing)),
+                         batch=_meshgrid_batch, vjp_rest=_meshgrid_vjp, jvp="joint_linear", save=(), multi=True, view=True)
+
+
+@op.entry(_meshgrid, nargs=-1)
 def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:
     """Coordinate grids from 1-D arrays: Cartesian (``"xy"``) or matrix (``"ij"``) indexing.
 
@@ -779,7 +778,7 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> tuple[Array, ...]:
             raise XpgradValueError(msg)
     if not arrays:
         return ()
-    return apply(_meshgrid, arrays, {"indexing": indexing})
+    return _meshgrid.bind(*arrays, indexing=indexing)
 
 
 op.check_all(__all__)

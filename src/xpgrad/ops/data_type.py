@@ -23,11 +23,14 @@ from .._dtypes import kind as dtype_kind
 from .._exceptions import UnknownNameError, XpgradTypeError
 from .._policy import current_policy
 from ..autograd._batching_util import pointwise
-from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad, primitive
+from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad
+from ._registry import Chapter
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
 _C = "data_type"
+#: astype is an entry; the dtype queries are not (yet): they return no array
+op = Chapter(_C, module=__name__, extra=("can_cast", "finfo", "iinfo", "isdtype", "result_type"))
 
 
 def _name(dt: Any, func: str) -> str:
@@ -63,10 +66,6 @@ def _astype_vjp(xp: Any, g: Any, ans: Any, x: Any, *, dtype: Any, copy: bool = T
     return array_api_compat.to_device(g, src)
 
 
-_astype = primitive("astype", _astype_fwd, save=(), check_dtype=True, view=True, chapter=_C, batch=pointwise)
-_astype.defvjp(_astype_vjp)
-
-
 def _astype_jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> Any:
     # linear: the cast applied to the tangent (its real part when casting complex to real)
     if is_complex(t) and not is_complex(ans):
@@ -76,9 +75,11 @@ def _astype_jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> Any:
     return _astype_fwd(xp, t, **kw)
 
 
-_astype.defjvp(_astype_jvp)
+_astype = op.primitive("astype", fwd=_astype_fwd, vjp=(_astype_vjp,), jvp=(_astype_jvp,), save=(), check_dtype=True, view=True,
+                       batch=pointwise)
 
 
+@op.entry(_astype)
 def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Array:
     """Cast to ``dtype`` (differentiable between floating dtypes, real to complex included).
 
@@ -113,7 +114,7 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
         if dev != src:
             kw["device"] = dev
             kw["src"] = src
-    return apply(_astype, (x,), kw)
+    return _astype.bind(x, **kw)
 
 
 # ---------------------------------------------------------------- queries
@@ -311,3 +312,6 @@ def isdtype(dtype: Any, kind: str | Any | tuple[str | Any, ...]) -> bool:
 for _n in ("can_cast", "finfo", "iinfo", "isdtype", "result_type"):
     declare(_n, "a query about dtypes: returns no array")
 del _n
+
+
+op.check_all(__all__)

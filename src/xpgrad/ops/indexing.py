@@ -14,7 +14,8 @@ Other rule tables reuse the pair through [`scatter_add`][xpgrad.ops.indexing.sca
 [`source_index`][xpgrad.ops.indexing.source_index], which work in both rule modes (raw backend arrays in first
 order, Tensors under ``create_graph``).
 
-The batching rules of these primitives, and vmap's indexing of batched values
+``take`` and ``take_along_axis`` are registry entries, their batching rules beside them;
+the batching rules of the other primitives, and vmap's indexing of batched values
 (``batched_getitem``, ``batched_setitem``), are at the end of the module.
 """
 
@@ -48,8 +49,7 @@ __all__ = ["take", "take_along_axis"]
 
 _C = "indexing"
 _I = "internal"
-#: take checks its axis argument first: written by hand (until declarations have bodies)
-op = Chapter(_C, module=__name__, extra=("take",))
+op = Chapter(_C, module=__name__)
 
 
 # ---------------------------------------------------------------- keys
@@ -478,11 +478,6 @@ def _take_vjp(xp: Any, g: Any, ans: Any, x: Any, indices: Any, *, axis: int | No
     return scatter_add(xp, g, ids, shape)
 
 
-_take: Primitive = primitive("take", _take_fwd, save=(1,), chapter=_C)
-_take.defvjp(_take_vjp, None)
-_take.defjvp(linear_jvp(_take), None)
-
-
 def _take_along_axis_fwd(xp: Any, x: Any, indices: Any, *, axis: int) -> Any:
     native = getattr(xp, "take_along_axis", None)
     if native is not None:
@@ -509,25 +504,6 @@ def _take_along_axis_vjp(xp: Any, g: Any, ans: Any, x: Any, indices: Any, *, axi
     idx = _raw(indices)
     ids = source_index(g, shape, lambda bxp, pos: _take_along_axis_fwd(bxp, pos, idx, axis=axis))
     return scatter_add(xp, g, ids, shape)
-
-
-def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
-    """Elements of ``x`` at ``indices`` (a 1-D integer array) along ``axis``.
-
-    ``axis`` may be omitted only for a one-dimensional ``x``. The gradient adds
-    up over repeated indices.
-
-    Examples:
-        >>> import xpgrad as xg
-        >>> x = xg.asarray([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-        >>> xg.take(x, xg.asarray([2, 0, 2]), axis=1)
-        Tensor([[3., 1., 3.],
-                [6., 4., 6.]], dtype=float64, device=cpu)
-    """
-    if axis is None and x.ndim != 1:
-        msg = f"take: axis is required when x is not one-dimensional, got x with {x.ndim} dimensions"
-        raise XpgradValueError(msg)
-    return apply(_take, (x, indices), {"axis": axis})
 
 
 def _take_along_axis_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -561,9 +537,57 @@ def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
 _take_along_axis = prim_of(take_along_axis)
 
 
+def _take_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    x, idx = xs
+    bx, bi = bs
+    n = len(x.shape) - K if bx else len(x.shape)
+    axis = kw.get("axis")
+    if axis is None:
+        if n != 1:
+            msg = f"take: axis is required when x is not one-dimensional, got x with {n} dimensions"
+            raise XpgradValueError(msg)
+        axis = 0
+    if not bi:  # one index array for every example: a take along the shifted axis
+        return apply(prim, (x, idx), {**kw, "axis": shift_axis("take", axis, n, K)})
+    ni = len(idx.shape) - K
+    if ni != 1:
+        msg = f"take: indices must be a one-dimensional integer array, got {ni} dimensions (inside vmap)"
+        raise XpgradValueError(msg)
+    # per-example indices: take_along_axis with the indices spread over the other axes
+    ax = shift_axis("take", axis, n, K)
+    xf = full([x], [bx], K)[0]
+    s = tuple(xf.shape)
+    m = int(idx.shape[-1])
+    ii = _named("reshape", idx, shape=tuple(idx.shape[:K]) + (1,) * (ax - K) + (m,) + (1,) * (len(s) - ax - 1))
+    ii = _named("broadcast_to", ii, shape=(*s[:ax], m, *s[ax + 1:]))
+    return _take_along_axis(xf, ii, axis=ax)
+
+
+_take = op.primitive("take", fwd=_take_fwd, batch=_take_batch, vjp=(_take_vjp, None), jvp="linear", save=(1,))
+
+
+@op.entry(_take, nargs=2)
+def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
+    """Elements of ``x`` at ``indices`` (a 1-D integer array) along ``axis``.
+
+    ``axis`` may be omitted only for a one-dimensional ``x``. The gradient adds
+    up over repeated indices.
+
+    Examples:
+        >>> import xpgrad as xg
+        >>> x = xg.asarray([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        >>> xg.take(x, xg.asarray([2, 0, 2]), axis=1)
+        Tensor([[3., 1., 3.],
+                [6., 4., 6.]], dtype=float64, device=cpu)
+    """
+    if axis is None and x.ndim != 1:
+        msg = f"take: axis is required when x is not one-dimensional, got x with {x.ndim} dimensions"
+        raise XpgradValueError(msg)
+    return _take.bind(x, indices, axis=axis)
+
+
 # ================================================================ vmap
-# Batching rules of indexing: ``getitem``/``setitem`` keys, ``take``, ``take_along_axis``,
-# and the internal ``gather``/``scatter_add``/``embed`` that their gradients use.
+# Batching rules of indexing: ``getitem``/``setitem`` keys, and the internal ``gather``/``scatter_add``/``embed`` that their gradients use.
 #
 # A key of ints, slices, None and ``...`` gets ``K`` leading full slices. A key with index
 # arrays (advanced indexing) gets, for each batch axis, an ``arange`` index array that
@@ -918,34 +942,7 @@ def _set_mask(phys: Any, vphys: Any, vb: bool, mask: Any, st: tuple[Any, ...], K
     return _batch_first(out, K)
 
 
-# ---------------------------------------------------------------- take, take_along_axis
-@_take.batching
-def _take_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
-    x, idx = xs
-    bx, bi = bs
-    n = len(x.shape) - K if bx else len(x.shape)
-    axis = kw.get("axis")
-    if axis is None:
-        if n != 1:
-            msg = f"take: axis is required when x is not one-dimensional, got x with {n} dimensions"
-            raise XpgradValueError(msg)
-        axis = 0
-    if not bi:  # one index array for every example: a take along the shifted axis
-        return apply(prim, (x, idx), {**kw, "axis": shift_axis("take", axis, n, K)})
-    ni = len(idx.shape) - K
-    if ni != 1:
-        msg = f"take: indices must be a one-dimensional integer array, got {ni} dimensions (inside vmap)"
-        raise XpgradValueError(msg)
-    # per-example indices: take_along_axis with the indices spread over the other axes
-    ax = shift_axis("take", axis, n, K)
-    xf = full([x], [bx], K)[0]
-    s = tuple(xf.shape)
-    m = int(idx.shape[-1])
-    ii = _named("reshape", idx, shape=tuple(idx.shape[:K]) + (1,) * (ax - K) + (m,) + (1,) * (len(s) - ax - 1))
-    ii = _named("broadcast_to", ii, shape=(*s[:ax], m, *s[ax + 1:]))
-    return _take_along_axis(xf, ii, axis=ax)
-
-
+# ---------------------------------------------------------------- getitem, setitem, gather, scatter
 @_getitem.batching
 def _getitem_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
     """``getitem`` applied as a primitive to a batched value (a gradient rule's, under vmap of a vjp)."""

@@ -58,7 +58,7 @@ from ..autograd import _batched
 from ..autograd._batched import STACK, Batched, from_phys, lift
 from ..autograd._batching_util import along_axes, check_ndim, is_array, lndim, negative_axis, pad, stacked_matrices, to_rank
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, composite, conj, in_float32, is_complex, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, composite, conj, in_float32, is_complex, zeros_like_shape
 from ._registry import Chapter, prim_of
 from .elementwise import abs as _abs
 from .elementwise import multiply
@@ -81,13 +81,13 @@ __all__ = [
 _C = "linalg"
 # xpgrad.linalg (the module users import) re-exports these functions; their registry and
 # primitive names carry no prefix ("inv"), as the batching rules and the coverage page
-# key them. Hand-written: the ones that wrap a multi-output primitive's result in a named
+# key them. With a body: the ones that wrap a multi-output primitive's result in a named
 # tuple (slogdet, eigh, eig, svd, qr), take rtol as a Tensor or batched array (pinv,
-# matrix_rank), read the arguments to normalise a keyword (cross), or compose other
-# functions (matrix_norm); and the main namespace's functions it re-exports.
+# matrix_rank) or read the arguments to normalise a keyword (cross). Not entries: the
+# composition of other functions (matrix_norm: no primitive of its own) and the main
+# namespace's functions it re-exports (the same function objects as those entries).
 op = Chapter(_C, module="xpgrad.linalg", extra=(
-    "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult",
-    "slogdet", "eigh", "eig", "svd", "qr", "pinv", "matrix_rank", "cross", "matrix_norm",
+    "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "matrix_norm",
     "matmul", "matrix_transpose", "tensordot", "vecdot",
 ))
 
@@ -293,12 +293,12 @@ def _slogdet_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return None, d
 
 
-_slogdet = primitive("slogdet", lambda xp, x: tuple(xp.linalg.slogdet(x)), save=(0,), save_ans=True, multi=True,
-                     chapter=_C, batch=stacked_matrices)
-_slogdet.defvjp(_slogdet_vjp)
-_slogdet.defjvp(_slogdet_jvp)
+_slogdet = op.primitive("slogdet", fwd=lambda xp, x: tuple(xp.linalg.slogdet(x)),
+                        vjp=(_slogdet_vjp,), jvp=(_slogdet_jvp,),
+                        save=(0,), save_ans=True, multi=True, batch=stacked_matrices)
 
 
+@op.entry(_slogdet)
 def slogdet(x: Array, /) -> SlogdetResult:
     """Sign and natural log of the absolute value of the determinant of each square matrix.
 
@@ -310,7 +310,7 @@ def slogdet(x: Array, /) -> SlogdetResult:
         >>> xg.linalg.slogdet(xg.asarray([[-2.0, 0.0], [0.0, 1.0]])).logabsdet
         Tensor(0.69314718, dtype=float64, device=cpu)
     """
-    return SlogdetResult(*apply(_slogdet, (x,), {}))
+    return SlogdetResult(*_slogdet.bind(x))
 
 
 # ---------------------------------------------------------------- solve
@@ -435,11 +435,11 @@ def _eigh_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return dl, v @ (dp / e - (dp / e) * eye)
 
 
-_eigh = primitive("eigh", lambda xp, x: tuple(xp.linalg.eigh(x)), save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
-_eigh.defvjp(_eigh_vjp)
-_eigh.defjvp(_eigh_jvp)
+_eigh = op.primitive("eigh", fwd=lambda xp, x: tuple(xp.linalg.eigh(x)),
+                     vjp=(_eigh_vjp,), jvp=(_eigh_jvp,), save=(), save_ans=True, multi=True, batch=stacked_matrices)
 
 
+@op.entry(_eigh)
 def eigh(x: Array, /) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors of each Hermitian matrix.
 
@@ -452,7 +452,7 @@ def eigh(x: Array, /) -> EighResult:
         >>> xg.linalg.eigh(xg.asarray([[2.0, 0.0], [0.0, 1.0]])).eigenvalues
         Tensor([1., 2.], dtype=float64, device=cpu)
     """
-    return EighResult(*apply(_eigh, (x,), {}))
+    return EighResult(*_eigh.bind(x))
 
 
 def _eigvalsh_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
@@ -509,11 +509,11 @@ def _eig_jvp(xp: Any, t: Any, ans: Any, x: Any) -> Any:
     return xp.linalg.diagonal(dp), v @ c
 
 
-_eig = primitive("eig", lambda xp, x: tuple(xp.linalg.eig(x)), save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
-_eig.defvjp(_eig_vjp)
-_eig.defjvp(_eig_jvp)
+_eig = op.primitive("eig", fwd=lambda xp, x: tuple(xp.linalg.eig(x)),
+                    vjp=(_eig_vjp,), jvp=(_eig_jvp,), save=(), save_ans=True, multi=True, batch=stacked_matrices)
 
 
+@op.entry(_eig)
 def eig(x: Array, /) -> EigResult:
     """Eigenvalues and unit-norm eigenvectors of each square matrix (complex outputs).
 
@@ -526,7 +526,7 @@ def eig(x: Array, /) -> EigResult:
         >>> xg.linalg.eig(xg.asarray([[2.0, 0.0], [0.0, 1.0]])).eigenvalues
         Tensor([2.+0.j, 1.+0.j], dtype=complex128, device=cpu)
     """
-    return EigResult(*apply(_eig, (x,), {}))
+    return EigResult(*_eig.bind(x))
 
 
 def _eigvals_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
@@ -631,12 +631,11 @@ def _svd_jvp(xp: Any, t: Any, ans: Any, x: Any, *, full_matrices: bool = True) -
     return du, ds, _mH(xp, dv)
 
 
-_svd = primitive("svd", lambda xp, x, *, full_matrices=True: tuple(xp.linalg.svd(x, full_matrices=full_matrices)),
-                 save=(), save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
-_svd.defvjp(_svd_vjp)
-_svd.defjvp(_svd_jvp)
+_svd = op.primitive("svd", fwd=lambda xp, x, *, full_matrices=True: tuple(xp.linalg.svd(x, full_matrices=full_matrices)),
+                    vjp=(_svd_vjp,), jvp=(_svd_jvp,), save=(), save_ans=True, multi=True, batch=stacked_matrices)
 
 
+@op.entry(_svd)
 def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
     """Singular value decomposition ``x = U @ diag(S) @ Vh`` of each matrix.
 
@@ -651,7 +650,7 @@ def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
         >>> xg.linalg.svd(xg.asarray([[3.0, 0.0], [0.0, -4.0]])).S
         Tensor([4., 3.], dtype=float64, device=cpu)
     """
-    return SVDResult(*apply(_svd, (x,), {"full_matrices": full_matrices}))
+    return SVDResult(*_svd.bind(x, full_matrices=full_matrices))
 
 
 def _svdvals_vjp(xp: Any, g: Any, ans: Any, x: Any) -> Any:
@@ -749,12 +748,11 @@ def _qr_jvp(xp: Any, t: Any, ans: Any, x: Any, *, mode: str = "reduced") -> Any:
     return dq, xp.concat([du, dv], axis=-1)
 
 
-_qr = primitive("qr", lambda xp, x, *, mode="reduced": tuple(xp.linalg.qr(x, mode=mode)), save=(),
-                save_ans=True, multi=True, chapter=_C, batch=stacked_matrices)
-_qr.defvjp(_qr_vjp)
-_qr.defjvp(_qr_jvp)
+_qr = op.primitive("qr", fwd=lambda xp, x, *, mode="reduced": tuple(xp.linalg.qr(x, mode=mode)),
+                   vjp=(_qr_vjp,), jvp=(_qr_jvp,), save=(), save_ans=True, multi=True, batch=stacked_matrices)
 
 
+@op.entry(_qr)
 def qr(x: Array, /, *, mode: Literal["reduced", "complete"] = "reduced") -> QRResult:
     """QR decomposition of each matrix.
 
@@ -768,7 +766,7 @@ def qr(x: Array, /, *, mode: Literal["reduced", "complete"] = "reduced") -> QRRe
         >>> xg.linalg.qr(xg.asarray([[3.0, 0.0], [4.0, 5.0]])).Q.shape
         (2, 2)
     """
-    return QRResult(*apply(_qr, (x,), {"mode": mode}))
+    return QRResult(*_qr.bind(x, mode=mode))
 
 
 # ---------------------------------------------------------------- pinv
@@ -844,11 +842,10 @@ def batched_rtol(prim: Primitive, x: Any, rtol: Batched, kw: dict[str, Any]) -> 
     return from_phys(apply(prim, (xphys,), {**kw, "rtol": r}), st)
 
 
-_pinv = primitive("pinv", _pinv_fwd, save=(0,), save_ans=True, chapter=_C, batch=_rtol_batch)
-_pinv.defvjp(_pinv_vjp)
-_pinv.defjvp(_pinv_jvp)
+_pinv = op.primitive("pinv", fwd=_pinv_fwd, vjp=(_pinv_vjp,), jvp=(_pinv_jvp,), save=(0,), save_ans=True, batch=_rtol_batch)
 
 
+@op.entry(_pinv)
 def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     """The Moore-Penrose pseudo-inverse of each matrix.
 
@@ -865,7 +862,7 @@ def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
         if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
             return batched_rtol(_pinv, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
-    return apply(_pinv, (x,), {"rtol": rtol})
+    return _pinv.bind(x, rtol=rtol)
 
 
 # ---------------------------------------------------------------- matrix_power
@@ -928,9 +925,10 @@ def _matrix_rank_fwd(xp: Any, x: Any, *, rtol: Any = None) -> Any:
     return xp.linalg.matrix_rank(x, rtol=rtol)
 
 
-_matrix_rank = primitive("matrix_rank", _matrix_rank_fwd, nondiff=True, chapter=_C, batch=_rtol_batch)
+_matrix_rank = op.primitive("matrix_rank", fwd=_matrix_rank_fwd, nondiff=True, batch=_rtol_batch)
 
 
+@op.entry(_matrix_rank)
 def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     """The rank of each matrix: the number of singular values above ``rtol * max(S)``.
 
@@ -945,7 +943,7 @@ def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
         if isinstance(rtol, _batched.Batched):  # (a keyword: vmap_apply would not see it)
             return batched_rtol(_matrix_rank, x, rtol, {})  # type: ignore[no-any-return]
         rtol = rtol.data
-    return apply(_matrix_rank, (x,), {"rtol": rtol})
+    return _matrix_rank.bind(x, rtol=rtol)
 
 
 # ---------------------------------------------------------------- cross / outer
@@ -961,18 +959,16 @@ def _cross_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, A
     return apply(prim, tuple(ys), {**kw, "axis": axis})
 
 
-_cross = primitive("cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter=_C,
-                   batch=_cross_batch)
-_cross.defvjp(
+_cross = op.primitive("cross", fwd=lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), batch=_cross_batch, vjp=(
     lambda xp, g, ans, x1, x2, *, axis=-1: xp.linalg.cross(conj(xp, x2), g, axis=axis),
     lambda xp, g, ans, x1, x2, *, axis=-1: xp.linalg.cross(g, conj(xp, x1), axis=axis),
-)
-_cross.defjvp(
+), jvp=(
     lambda xp, t, ans, x1, x2, *, axis=-1: xp.linalg.cross(t, x2, axis=axis),
     lambda xp, t, ans, x1, x2, *, axis=-1: xp.linalg.cross(x1, t, axis=axis),
-)
+))
 
 
+@op.entry(_cross, nargs=2)
 def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     """The cross product of 3-element vectors along ``axis`` (broadcasting the others).
 
@@ -981,7 +977,7 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         >>> xg.linalg.cross(xg.asarray([1.0, 0.0, 0.0]), xg.asarray([0.0, 1.0, 0.0]))
         Tensor([0., 0., 1.], dtype=float64, device=cpu)
     """
-    return apply(_cross, (x1, x2), {"axis": _cross_axis(axis, x1, x2)})
+    return _cross.bind(x1, x2, axis=_cross_axis(axis, x1, x2))
 
 
 def _outer_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], k: int) -> Any:

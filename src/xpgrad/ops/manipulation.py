@@ -35,7 +35,7 @@ from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._batched import shift_axes, shift_axis
 from ..autograd._batching_util import along_axes, full, lndim, pad, pad_all, pointwise
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, declare, is_xpgrad, joint_linear_jvp, linear_jvp, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, declare, is_xpgrad, linear_jvp, primitive, zeros_like_shape
 from ._registry import Chapter, prim_of
 from .indexing import scatter_add, source_index
 
@@ -58,8 +58,9 @@ __all__ = [
 ]
 
 _C = "manipulation"
-#: broadcast_arrays (a dtype dispatch) and broadcast_shapes (on shape tuples) are written by hand
-op = Chapter(_C, module=__name__, extra=("broadcast_arrays", "broadcast_shapes"))
+#: broadcast_arrays' body dispatches on the dtypes; broadcast_shapes (on shape tuples, no
+#: array) is no entry
+op = Chapter(_C, module=__name__, extra=("broadcast_shapes",))
 
 
 def _ax(axis: int, ndim: int) -> int:
@@ -120,14 +121,14 @@ def _broadcast_arrays_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: 
     return apply(prim, tuple(ys), kw)
 
 
-_broadcast_arrays = primitive(
-    "broadcast_arrays", lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), save=(), multi=True, view=True, chapter=_C,
-    batch=_broadcast_arrays_batch,
+# (the VJP: None stays a symbolic zero)
+_broadcast_arrays = op.primitive(
+    "broadcast_arrays", fwd=lambda xp, *xs: tuple(xp.broadcast_arrays(*xs)), batch=_broadcast_arrays_batch,
+    vjp_rest=lambda xp, g, ans, i, *xs: _outputs(g)[i], jvp="joint_linear", save=(), multi=True, view=True,
 )
-_broadcast_arrays.defvjp(rest=lambda xp, g, ans, i, *xs: _outputs(g)[i])  # None stays a symbolic zero
-_broadcast_arrays.defjvp(rest=joint_linear_jvp(_broadcast_arrays))
 
 
+@op.entry(_broadcast_arrays, nargs=-1)
 def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
     """Broadcast the arrays against each other.
 
@@ -142,7 +143,7 @@ def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
         # floating ones (array-api-extra broadcasts a mask with the values it selects)
         shape = broadcast_shapes(*(tuple(a.shape) for a in arrays))
         return tuple(broadcast_to(a, shape) for a in arrays)  # type: ignore[arg-type]  # (None sizes stay unknown)
-    return apply(_broadcast_arrays, arrays, {})
+    return _broadcast_arrays.bind(*arrays)
 
 
 def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:

@@ -22,7 +22,7 @@ from .._exceptions import XpgradValueError
 from ..autograd._batched import shift_axis
 from ..autograd._batching_util import along_axes, full, is_array, pad, with_new_last_axis
 from ..autograd._core import Primitive
-from ._common import Array, apply, primitive
+from ._common import Array, apply
 from ._registry import Chapter, prim_of
 from .data_type import _astype
 from .elementwise import isnan, less, less_equal, logical_and, logical_not, logical_or
@@ -33,8 +33,9 @@ from .statistical import sum as _sum
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted"]
 
 _C = "searching"
-# searchsorted passes sorter, when given, as a third array argument: written by hand
-op = Chapter(_C, module=__name__, extra=("searchsorted",))
+# every function is an entry; searchsorted's body passes sorter, when given, as a third
+# array argument
+op = Chapter(_C, module=__name__)
 
 
 def _searchsorted_fwd(xp: Any, x1: Any, x2: Any, *sorter: Any, side: str) -> Any:
@@ -84,7 +85,7 @@ def _searchsorted_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict
     return pad(out, K, r)
 
 
-_searchsorted = primitive("searchsorted", _searchsorted_fwd, nondiff=True, chapter=_C, batch=_searchsorted_batch)
+_searchsorted = op.primitive("searchsorted", fwd=_searchsorted_fwd, nondiff=True, batch=_searchsorted_batch)
 
 
 def _arg_extremum(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
@@ -153,6 +154,7 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
     """
 
 
+@op.entry(_searchsorted, nargs=2)
 def searchsorted(
     x1: Array, x2: Array | int | float, /, *, side: Literal["left", "right"] = "left", sorter: Array | None = None
 ) -> Array:
@@ -166,7 +168,7 @@ def searchsorted(
         Tensor([2, 0], dtype=int64, device=cpu)
     """
     args = (x1, x2) if sorter is None else (x1, x2, sorter)
-    return apply(_searchsorted, args, {"side": side})
+    return _searchsorted.bind(*args, side=side)
 
 
 op.check_all(__all__)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from ..autograd._batching_util import with_new_last_axis
 from ..autograd._core import Primitive
-from ._common import Array, apply, primitive
+from ._common import Array, apply
 from ._registry import Chapter, prim_of
 from .elementwise import equal, logical_not
 from .manipulation import reshape
@@ -30,8 +30,9 @@ from .utility import any as _any
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
 _C = "set"
-# isin and unique_values are entries; the other unique_* wrap their outputs in named tuples
-op = Chapter(_C, module=__name__, extra=("unique_all", "unique_counts", "unique_inverse"))
+# every function is an entry; the bodies of unique_all, unique_counts and unique_inverse wrap
+# their primitive's outputs in a named tuple
+op = Chapter(_C, module=__name__)
 
 
 class UniqueAllResult(NamedTuple):
@@ -82,11 +83,9 @@ _UNIQUE: dict[str, Any] = {"nondiff": True, "data_dependent_shape": True, "unbat
     "the number of unique values differs from example to example, so the result's shape would depend on "
     "the data; call it outside the vmapped function, or compare with xg.isin or == instead"
 )}
-_unique_all = primitive("unique_all", lambda xp, x: tuple(xp.unique_all(x)), multi=True, chapter=_C, **_UNIQUE)
-_unique_counts = primitive("unique_counts", lambda xp, x: tuple(xp.unique_counts(x)), multi=True, chapter=_C,
-                           **_UNIQUE)
-_unique_inverse = primitive("unique_inverse", lambda xp, x: tuple(xp.unique_inverse(x)), multi=True, chapter=_C,
-                            **_UNIQUE)
+_unique_all = op.primitive("unique_all", fwd=lambda xp, x: tuple(xp.unique_all(x)), multi=True, **_UNIQUE)
+_unique_counts = op.primitive("unique_counts", fwd=lambda xp, x: tuple(xp.unique_counts(x)), multi=True, **_UNIQUE)
+_unique_inverse = op.primitive("unique_inverse", fwd=lambda xp, x: tuple(xp.unique_inverse(x)), multi=True, **_UNIQUE)
 
 
 @op.function(fwd=_isin_fwd, arrays=2, nondiff=True, batch=_isin_batch)
@@ -100,6 +99,7 @@ def isin(x1: Array | int, x2: Array | int, /, *, invert: bool = False) -> Array:
     """
 
 
+@op.entry(_unique_all)
 def unique_all(x: Array, /) -> UniqueAllResult:
     """Unique values of ``x`` with first indices, inverse indices and counts. Not differentiable.
 
@@ -111,9 +111,10 @@ def unique_all(x: Array, /) -> UniqueAllResult:
         >>> r.indices, r.counts
         (Tensor([1, 0], dtype=int64, device=cpu), Tensor([1, 2], dtype=int64, device=cpu))
     """
-    return UniqueAllResult(*apply(_unique_all, (x,), {}))
+    return UniqueAllResult(*_unique_all.bind(x))
 
 
+@op.entry(_unique_counts)
 def unique_counts(x: Array, /) -> UniqueCountsResult:
     """Unique values of ``x`` and how often each occurs. Not differentiable.
 
@@ -122,9 +123,10 @@ def unique_counts(x: Array, /) -> UniqueCountsResult:
         >>> xg.unique_counts(xg.asarray([2.0, 1.0, 2.0])).counts
         Tensor([1, 2], dtype=int64, device=cpu)
     """
-    return UniqueCountsResult(*apply(_unique_counts, (x,), {}))
+    return UniqueCountsResult(*_unique_counts.bind(x))
 
 
+@op.entry(_unique_inverse)
 def unique_inverse(x: Array, /) -> UniqueInverseResult:
     """Unique values of ``x`` and, per element, the index of its value. Not differentiable.
 
@@ -135,7 +137,7 @@ def unique_inverse(x: Array, /) -> UniqueInverseResult:
         >>> xg.unique_inverse(xg.asarray([2.0, 1.0, 2.0])).inverse_indices
         Tensor([1, 0, 1], dtype=int64, device=cpu)
     """
-    return UniqueInverseResult(*apply(_unique_inverse, (x,), {}))
+    return UniqueInverseResult(*_unique_inverse.bind(x))
 
 
 # floating output, but no gradient: see the module docstring (as torch.unique and jnp.unique)

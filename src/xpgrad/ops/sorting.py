@@ -14,16 +14,14 @@ from typing import Any
 
 from .._dtypes import is_float
 from ..autograd._batching_util import along_axis
-from ._common import Array, Tensor, apply, primitive
+from ._common import Array, Tensor, primitive
 from ._registry import Chapter
 from .indexing import _take_along_axis_fwd as _take_along
 
 __all__ = ["argsort", "sort"]
 
 _C = "sorting"
-# argsort is an entry; sort dispatches on the dtype (floating: the differentiable
-# permutation gather; integer and boolean: the backend's sort)
-op = Chapter(_C, module=__name__, extra=("sort",))
+op = Chapter(_C, module=__name__)
 
 
 def _sort_fwd(xp: Any, x: Any, *, axis: int, descending: bool) -> tuple[Any, Any]:
@@ -44,22 +42,23 @@ def _sort_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, descending: bool)
     return _take_along(xp, t, perm, axis=axis), None
 
 
-# outputs (sorted values, permutation); the permutation is what the VJP needs
-_sort = primitive("sort", _sort_fwd, save=(), save_ans=True, multi=True, chapter=_C, batch=along_axis)
-_sort.defvjp(_sort_vjp)
-# forward mode: the tangent in sorted order (the permutation's tangent is none)
-_sort.defjvp(_sort_jvp)
+# outputs (sorted values, permutation); the permutation is what the VJP needs; forward mode:
+# the tangent in sorted order (the permutation's tangent is none)
+_sort = op.primitive("sort", fwd=_sort_fwd, vjp=(_sort_vjp,), jvp=(_sort_jvp,), save=(), save_ans=True, multi=True,
+                     batch=along_axis)
 
 # integer and boolean inputs have no gradient: the backend's own sort (torch cannot gather uint16)
 _sort_values = primitive("sort.values", lambda xp, x, **kw: xp.sort(x, **kw), nondiff=True, chapter="internal",
                          batch=along_axis)
 
 
+@op.entry(_sort)
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
     """Sorted copy of ``x`` along ``axis``.
 
-    Always sorts stably (a stable sort is also a valid unstable one), so that tied
-    elements, and their gradients, keep their relative order.
+    Floating ``x``: the differentiable permutation gather; integer and boolean: the
+    backend's sort. Always sorts stably (a stable sort is also a valid unstable one),
+    so that tied elements, and their gradients, keep their relative order.
 
     Examples:
         >>> import xpgrad as xg
@@ -70,8 +69,8 @@ def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool 
         Tensor([  1., 100.,  10.], dtype=float64, device=cpu)
     """
     if not is_float(x.dtype):
-        return apply(_sort_values, (x,), {"axis": axis, "descending": descending, "stable": True})
-    return apply(_sort, (x,), {"axis": axis, "descending": descending})[0]
+        return _sort_values.bind(x, axis=axis, descending=descending, stable=True)
+    return _sort.bind(x, axis=axis, descending=descending)[0]
 
 
 @op.function(fwd=lambda xp, x, **kw: xp.argsort(x, **kw), nondiff=True, batch=along_axis)

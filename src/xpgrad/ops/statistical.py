@@ -17,16 +17,13 @@ from .._exceptions import XpgradValueError
 from ..autograd._batching_util import along_axes, along_axis, pointwise
 from ._common import (
     Array,
-    apply,
     broadcast_like,
     composite,
     conj,
-    defjvp_from_vjp,
     in_float32,
     is_complex,
     is_xpgrad,
-    linear_jvp,
-    primitive,
+    jvp_from_vjp,
     reduction_jvp,
     times_inf,
     unit_from,
@@ -36,9 +33,9 @@ from ._registry import Chapter
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
 _C = "statistical"
-# sum, prod, mean, var, max and min are entries (declared by their rules below); std
-# composes var and a square root, and the cumulative ones check and normalise axis first
-op = Chapter(_C, module=__name__, extra=("cumulative_prod", "cumulative_sum", "std"))
+# every function is an entry; std (var, then its square root, the entry's primitive) and the
+# cumulative ones (which check and normalise axis first) have a body
+op = Chapter(_C, module=__name__)
 
 
 def _norm_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
@@ -229,9 +226,8 @@ def _std_root_vjp(xp: Any, g: Any, ans: Any, v: Any) -> Any:
     return xp.where(ok, d, xp.where(zero, 0.0, xp.full_like(d, math.nan)))
 
 
-_std_root = primitive("std_sqrt", lambda xp, v: xp.sqrt(v), save=(), save_ans=True, chapter=_C, batch=pointwise)
-_std_root.defvjp(_std_root_vjp)
-defjvp_from_vjp(_std_root)
+_std_root = op.primitive("std_sqrt", fwd=lambda xp, v: xp.sqrt(v), vjp=(_std_root_vjp,), jvp=(jvp_from_vjp(_std_root_vjp),),
+                         save=(), save_ans=True, batch=pointwise)
 
 composite("std", of="sqrt(var)")
 
@@ -309,9 +305,8 @@ def _cumsum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: int, dtype: Any = No
     return _revcumsum(xp, g, axis)
 
 
-_cumsum = primitive("cumulative_sum", _cumsum_fwd, save=(), check_dtype=True, chapter=_C, batch=along_axis)
-_cumsum.defvjp(_cumsum_vjp)
-_cumsum.defjvp(linear_jvp(_cumsum))
+_cumsum = op.primitive("cumulative_sum", fwd=_cumsum_fwd, vjp=(_cumsum_vjp,), jvp="linear", save=(), check_dtype=True,
+                       batch=along_axis)
 
 
 @in_float32
@@ -377,10 +372,8 @@ def _cumprod_jvp(xp: Any, t: Any, ans: Any, x: Any, *, axis: int, dtype: Any = N
     return xp.concat(dys, axis=axis) if dys else xp.zeros_like(ans)
 
 
-_cumprod = primitive("cumulative_prod", _cumprod_fwd, save=(0,), save_ans=True, check_dtype=True, chapter=_C,
-                     batch=along_axis)
-_cumprod.defvjp(_cumprod_vjp)
-_cumprod.defjvp(in_float32(_cumprod_jvp))
+_cumprod = op.primitive("cumulative_prod", fwd=_cumprod_fwd, vjp=(_cumprod_vjp,), jvp=(in_float32(_cumprod_jvp),), save=(0,),
+                        save_ans=True, check_dtype=True, batch=along_axis)
 
 
 def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:
@@ -396,7 +389,8 @@ def _cumulative_axis(func: str, x: Array, axis: int | None) -> int:
     return axis % nd
 
 
-# ---------------------------------------------------------------- hand-written public functions
+# ---------------------------------------------------------------- entries with a body
+@op.entry(_std_root)
 def std(
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0, keepdims: bool = False
 ) -> Array:
@@ -411,9 +405,10 @@ def std(
         >>> xg.std(xg.asarray([1.0, 3.0, 5.0, 7.0]))
         Tensor(2.23606798, dtype=float64, device=cpu)
     """
-    return apply(_std_root, (var(x, axis=axis, correction=correction, keepdims=keepdims),), {})
+    return _std_root.bind(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
+@op.entry(_cumsum)
 def cumulative_sum(
     x: Array, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
 ) -> Array:
@@ -427,9 +422,10 @@ def cumulative_sum(
         Tensor([0., 1., 3., 6.], dtype=float64, device=cpu)
     """
     ax = _cumulative_axis("cumulative_sum", x, axis)
-    return apply(_cumsum, (x,), {"axis": ax, "dtype": dtype, "include_initial": include_initial})
+    return _cumsum.bind(x, axis=ax, dtype=dtype, include_initial=include_initial)
 
 
+@op.entry(_cumprod)
 def cumulative_prod(
     x: Array, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
 ) -> Array:
@@ -450,7 +446,7 @@ def cumulative_prod(
         Tensor([1., 8., 0.], dtype=float64, device=cpu)
     """
     ax = _cumulative_axis("cumulative_prod", x, axis)
-    return apply(_cumprod, (x,), {"axis": ax, "dtype": dtype, "include_initial": include_initial})
+    return _cumprod.bind(x, axis=ax, dtype=dtype, include_initial=include_initial)
 
 
 op.check_all(__all__)

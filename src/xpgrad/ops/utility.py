@@ -13,15 +13,15 @@ from typing import Any
 from ..autograd._batched import shift_axis
 from ..autograd._batching_util import along_axes, full
 from ..autograd._core import Primitive
-from ._common import Array, apply, joint_linear_jvp, primitive, zeros_like_shape
+from ._common import Array, apply, zeros_like_shape
 from ._registry import Chapter
 
 __all__ = ["all", "any", "diff"]
 
 _C = "utility"
-# all and any are entries; diff, which passes prepend and append as array arguments when
-# given, is written by hand
-op = Chapter(_C, module=__name__, extra=("diff",))
+# every function is an entry; diff's body passes prepend and append as array arguments
+# when given
+op = Chapter(_C, module=__name__)
 
 
 def _diff_fwd(xp: Any, x: Any, *ends: Any, axis: int, n: int, pre: bool, app: bool) -> Any:
@@ -76,12 +76,9 @@ def _diff_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     return apply(prim, ys, {**kw, "axis": shift_axis(prim.name, kw["axis"], n, K)})
 
 
-_diff = primitive("diff", _diff_fwd, save=(), chapter=_C, batch=_diff_batch)
-_diff.defvjp(
-    lambda xp, g, ans, *args, **kw: _diff_part(xp, g, 0, *args, **kw),
-    rest=lambda xp, g, ans, i, *args, **kw: _diff_part(xp, g, i, *args, **kw),
-)
-_diff.defjvp(rest=joint_linear_jvp(_diff))  # linear in x, prepend and append together
+# (jvp: linear in x, prepend and append together)
+_diff = op.primitive("diff", fwd=_diff_fwd, batch=_diff_batch, vjp=(lambda xp, g, ans, *args, **kw: _diff_part(xp, g, 0, *args, **kw),),
+                     vjp_rest=lambda xp, g, ans, i, *args, **kw: _diff_part(xp, g, i, *args, **kw), jvp="joint_linear", save=())
 
 
 @op.function(fwd=lambda xp, x, **kw: xp.all(x, **kw), nondiff=True, batch=along_axes)
@@ -106,6 +103,7 @@ def any(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: boo
     """
 
 
+@op.entry(_diff)
 def diff(
     x: Array, /, *, axis: int = -1, n: int = 1, prepend: Array | None = None, append: Array | None = None
 ) -> Array:
@@ -121,8 +119,7 @@ def diff(
         Tensor([2., 2.], dtype=float64, device=cpu)
     """
     args = (x,) + ((prepend,) if prepend is not None else ()) + ((append,) if append is not None else ())
-    kw = {"axis": axis, "n": n, "pre": prepend is not None, "app": append is not None}
-    return apply(_diff, args, kw)
+    return _diff.bind(*args, axis=axis, n=n, pre=prepend is not None, app=append is not None)
 
 
 op.check_all(__all__)

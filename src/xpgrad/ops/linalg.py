@@ -84,8 +84,8 @@ _C = "linalg"
 # key them. With a body: the ones that wrap a multi-output primitive's result in a named
 # tuple (slogdet, eigh, eig, svd, qr), take rtol as a Tensor or batched array (pinv,
 # matrix_rank) or read the arguments to normalise a keyword (cross). Not entries: the
-# composition of other functions (matrix_norm: no primitive of its own) and the main
-# namespace's functions it re-exports (the same function objects as those entries).
+# composition of other functions (matrix_norm: no primitive of its own), and the main
+# namespace's functions it re-exports, declared as aliases of their entries (at the end).
 op = Chapter(_C, module="xpgrad.linalg", extra=(
     "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "matrix_norm",
     "matmul", "matrix_transpose", "tensordot", "vecdot",
@@ -1180,4 +1180,10 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False,
     return out
 
 
+# the main namespace's functions that linalg re-exports: aliases of their entries (linalg.matmul
+# names the entry matmul: the same function and primitive)
+_aliases = Chapter(_C, module="xpgrad.linalg", prefix="linalg.")
+for _f in (matmul, matrix_transpose, tensordot, vecdot):
+    _aliases.alias(_f.__name__, _f)
+del _f
 op.check_all(__all__)

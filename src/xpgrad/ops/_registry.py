@@ -150,7 +150,8 @@ class Op:
             None where the rules are written by hand.
         kind: ``"pointwise"``, ``"function"`` (generated from its declaration, or its
             declared body binding its primitive), ``"query"`` (no primitive: about dtypes
-            or shapes, returns no array) or ``"alias"`` (a second name of ``alias_of``).
+            or shapes, returns no array), ``"creation"`` (no primitive: a new array from
+            no array input, `Chapter.creation`) or ``"alias"`` (a second name of ``alias_of``).
         alias_of: for an alias, the registry name of the entry it names.
     """
 
@@ -662,7 +663,7 @@ class Chapter:
 
         return register
 
-    def query(self, *, reason: str = "a query about dtypes or shapes: returns no array") -> Callable[[F], F]:
+    def query(self, *, reason: str = "a query about dtypes or shapes: returns no array", kind: str = "query") -> Callable[[F], F]:
         """Declare a pure query (``finfo``, ``result_type``): its body computes the answer
         (a dtype, a shape, a bool), no primitive, no gradient (``reason`` says why, on the
         coverage page). An `Op` of kind ``"query"``.
@@ -688,10 +689,24 @@ class Chapter:
             n = -1 if any(p.kind is p.VAR_POSITIONAL for p in ps) else sum(p.kind is not p.KEYWORD_ONLY for p in ps)
             declare(name, reason)
             self._enter(Op(name=name, chapter=self.chapter, fn=decl, prim=None, nargs=n, batch=None, test=None,
-                           fuzz=None, module=self.module, kind="query"), decl)
+                           fuzz=None, module=self.module, kind=kind), decl)
             return decl
 
         return register
+
+    def creation(self, *, reason: str) -> Callable[[F], F]:
+        """Declare a creation function without a primitive (``zeros``, ``arange``, ``asarray``):
+        it makes a new array from shapes and Python scalars, or one whose values do not depend
+        on an array input's, so the graph records nothing. Its body is the public function (the
+        default-device policy is the body's); ``reason`` says on the coverage page why it has
+        no gradient. An `Op` of kind ``"creation"``, otherwise as `query`.
+
+        Examples:
+            >>> from xpgrad.ops._registry import REGISTRY
+            >>> REGISTRY["zeros"].kind, REGISTRY["zeros"].prim
+            ('creation', None)
+        """
+        return self.query(reason=reason, kind="creation")
 
     def alias(self, name: str, fn: F) -> F:
         """Declare ``name`` as a second name of the entry whose public function is ``fn``
@@ -835,7 +850,7 @@ def remove(name: str) -> None:
         _PRIMS.pop(op.fn, None)
         if op.prim is not None:
             PRIMITIVES.pop(op.prim.name, None)
-    if op.kind == "query":
+    if op.prim is None:  # (a query or a creation function)
         DECLARED.pop(name, None)
     for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)

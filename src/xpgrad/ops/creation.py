@@ -27,7 +27,7 @@ from .._tracing import is_tracer, recording
 from ..autograd._batched import Batched, from_phys
 from ..autograd._batching_util import stacked_matrices
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, declare
+from ._common import Array, Tensor
 from ._registry import Chapter, prim_of
 from .data_type import _name as _dtype_name_of
 from .data_type import astype, result_type
@@ -54,12 +54,12 @@ __all__ = [
 ]
 
 _C = "creation"
-#: tril, triu and meshgrid are entries; the rest is written by hand: the functions without an
-#: array argument (no primitive: they make a constant), asarray, from_dlpack and the *_like ones
-op = Chapter(_C, module=__name__, extra=(
-    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace",
-    "ones", "ones_like", "tensor", "zeros", "zeros_like",
-))
+#: every function of the standard is an entry: tril, triu and meshgrid bind their primitive; the
+#: others are creation entries (`Chapter.creation`: no primitive, the graph records nothing,
+#: the body keeps the default-device policy); tensor (torch's spelling of asarray) is no entry
+op = Chapter(_C, module=__name__, extra=("tensor",))
+_NO_INPUT = "creates an array from a shape or Python scalars: no array input"
+_LIKE = "the values do not depend on the input array's values"
 
 
 # ---------------------------------------------------------------- where and what
@@ -264,6 +264,7 @@ def _asarray_traced(obj: Any, like: Tensor, dtype_: Any, device: Any, copy: bool
     return t
 
 
+@op.creation(reason="the identity on Tensors (which keep their graph); a constant from other data")
 def asarray(
     obj: Any,
     /,
@@ -443,6 +444,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
     return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
 
 
+@op.creation(reason="imports foreign memory: a constant")
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
     """A Tensor of the policy's library from any object with ``__dlpack__`` (zero copy where possible).
 
@@ -476,6 +478,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
 
 
 # ---------------------------------------------------------------- from shapes
+@op.creation(reason=_NO_INPUT)
 def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
     """A Tensor of zeros on the policy's namespace and device.
 
@@ -492,6 +495,7 @@ def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
     return _create("zeros", xp, dev, dt, xp.zeros, shape)
 
 
+@op.creation(reason=_NO_INPUT)
 def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
     """A Tensor of ones on the policy's namespace and device.
 
@@ -505,6 +509,7 @@ def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None)
     return _create("ones", xp, dev, dt, xp.ones, shape)
 
 
+@op.creation(reason=_NO_INPUT)
 def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None) -> Tensor:
     """An uninitialized Tensor on the policy's namespace and device.
 
@@ -519,6 +524,7 @@ def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
     return _create("empty", xp, dev, dt, xp.empty, shape)
 
 
+@op.creation(reason=_NO_INPUT)
 def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex, *, dtype: Any = None,
          device: Any = None) -> Tensor:
     """A Tensor filled with ``fill_value`` on the policy's namespace and device.
@@ -553,6 +559,7 @@ def _scalar_fill(func: str, fill_value: Any) -> None:
         raise XpgradTypeError(msg)
 
 
+@op.creation(reason=_NO_INPUT)
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Tensor:
     """A 2-D Tensor with ones on the ``k``-th diagonal, zeros elsewhere.
 
@@ -567,6 +574,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = N
     return _create("eye", xp, dev, dt, xp.eye, n_rows, n_cols, k=k)
 
 
+@op.creation(reason=_NO_INPUT)
 def arange(start: int | float, /, stop: int | float | None = None, step: int | float = 1, *,
            dtype: Any = None, device: Any = None) -> Tensor:
     """Evenly spaced values in ``[start, stop)``.
@@ -587,6 +595,7 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
     return _create("arange", xp, dev, dt, xp.arange, start, stop, step)
 
 
+@op.creation(reason=_NO_INPUT)
 def linspace(start: int | float | complex, stop: int | float | complex, /, num: int, *, dtype: Any = None,
              device: Any = None, endpoint: bool = True) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` (floating, or complex for complex ends).
@@ -608,6 +617,7 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
 
 
 # ---------------------------------------------------------------- like an array
+@op.creation(reason=_LIKE)
 def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     """Zeros with the shape, dtype, namespace and device of ``x`` (a constant).
 
@@ -622,6 +632,7 @@ def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     return _create("zeros_like", xp, dev, dt, xp.zeros_like, data)
 
 
+@op.creation(reason=_LIKE)
 def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     """Ones with the shape, dtype, namespace and device of ``x`` (a constant).
 
@@ -636,6 +647,7 @@ def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     return _create("ones_like", xp, dev, dt, xp.ones_like, data)
 
 
+@op.creation(reason=_LIKE)
 def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     """An uninitialized array with the shape, dtype, namespace and device of ``x``.
 
@@ -650,6 +662,7 @@ def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Tensor:
     return _create("empty_like", xp, dev, dt, xp.empty_like, data)
 
 
+@op.creation(reason=_LIKE)
 def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: Any = None,
               device: Any = None) -> Tensor:
     """``fill_value`` everywhere, with the shape, dtype, namespace and device of ``x``.
@@ -667,15 +680,6 @@ def full_like(x: Array, /, fill_value: bool | int | float | complex, *, dtype: A
         fill_value = fill_value.data
     fill_value = python_scalar(fill_value)
     return _create("full_like", xp, dev, dt, xp.full_like, data, fill_value)
-
-
-for _fn in ("arange", "empty", "eye", "full", "linspace", "ones", "zeros"):
-    declare(_fn, "creates an array from a shape or Python scalars: no array input")
-for _fn in ("empty_like", "full_like", "ones_like", "zeros_like"):
-    declare(_fn, "the values do not depend on the input array's values")
-declare("asarray", "the identity on Tensors (which keep their graph); a constant from other data")
-declare("from_dlpack", "imports foreign memory: a constant")
-del _fn
 
 
 # ---------------------------------------------------------------- differentiable

@@ -253,15 +253,85 @@ def _asarray_traced(obj: Any, like: Tensor, dtype_: Any, device: Any, copy: bool
     else:
         dt = dtype_name(result_type(*[leaf if isinstance(leaf, (Tensor, bool, int, float, complex)) else Tensor(leaf)
                                       for leaf in leaves]))
-    t = _stacked(obj, like, dt)
-    if device is not None:
-        raw = _raw(t)
-        dev = resolve_device(backend_namespace(raw, func="asarray"), device, func="asarray")
-        if dev != array_api_compat.device(raw):
-            t = t.to_device(dev)
+    t = _moved(_stacked(obj, like, dt), device)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _moved(t: Tensor, device: Any) -> Tensor:
+    """``t`` on ``device`` (a device of its library; None: where it is)."""
+    if device is None:
+        return t
+    raw = _raw(t)  # (a batched value's physical array)
+    dev = resolve_device(backend_namespace(raw, func="asarray"), device, func="asarray")
+    return t.to_device(dev) if dev != array_api_compat.device(raw) else t
+
+
+def _asarray_tensor(t: Tensor, dtype: Any, device: Any, copy: bool | None, requires_grad: bool) -> Tensor:
+    """``asarray`` of a Tensor: itself, with its graph, where nothing changes."""
+    raw = _raw(t)  # (its dtype; a batched value's physical array)
+    if dtype is not None and dtype_name(dtype, func="asarray") != dtype_name(raw.dtype):
+        if copy is False:
+            msg = f"asarray: copy=False, but casting {dtype_name(raw.dtype)} to {dtype_name(dtype)} needs a copy"
+            raise XpgradValueError(msg)
+        t = astype(t, dtype)
+    elif copy:
+        t = astype(t, raw.dtype, copy=True)
+    t = _moved(t, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _asarray_array(obj: Any, dtype: Any, device: Any, copy: bool | None, requires_grad: bool) -> Tensor:
+    """``asarray`` of a backend array: in its library and on its device unless ``device=`` says."""
+    xp = backend_namespace(obj, func="asarray")
+    if dtype is None and device is None and not copy:
+        return Tensor(_standard(obj, obj), requires_grad=requires_grad)
+    if device is not None and not isinstance(device, (str, int)):
+        # a device object of another library than obj's (device=t.device of a torch Tensor
+        # for a NumPy array) selects that library, as for the functions without input arrays
+        target = _device_namespace(public_namespace(xp), device)
+        if target is not public_namespace(xp):
+            data = into_library(obj, target, device, dtype, copy, "asarray")
+            return Tensor(_standard(data, obj), requires_grad=requires_grad)
+    dev = resolve_device(xp, device, func="asarray") if device is not None else None
+    dt = _dt(dtype, xp, "asarray")
+    try:
+        data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+    except Exception as e:
+        _explain("asarray", xp, dev, dt, e)
+        raise
+    return Tensor(_standard(data, obj), requires_grad=requires_grad)
+
+
+def _asarray_data(obj: Any, dtype: Any, device: Any, copy: bool | None, requires_grad: bool) -> Tensor:
+    """``asarray`` of Python data: on the policy's namespace and device, floats in its dtype."""
+    p, xp, dev = _where(device, "asarray")
+    dt = _dt(dtype, xp, "asarray")
+    try:
+        data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+        if dt is None and p.dtype is not None:
+            # rebuilt from the Python numbers, not cast: a cast from the library's float32
+            # default would round float64 data (torch, array-api-strict's device1/device2)
+            k = kind(data.dtype)
+            if k == "real floating" and dtype_name(data.dtype) != p.dtype:
+                dt = _float_default(p, xp)
+                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+            elif k == "complex floating" and dtype_name(data.dtype) != complex_dtype(p.dtype):
+                dt = _float_default(p, xp, complex_=True)
+                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
+    except XpgradError:
+        raise
+    except Exception as e:
+        _explain("asarray", xp, dev, dt, e)
+        msg = (
+            f"asarray: cannot make an array from {type(obj).__name__} {_short(obj)} "
+            f"({type(e).__name__}: {e}); expected numbers, nested sequences of numbers of one shape, or an array"
+        )
+        raise (XpgradValueError if isinstance(e, ValueError) else XpgradTypeError)(msg) from e
+    return Tensor(_standard(data, obj), requires_grad=requires_grad)
 
 
 @op.creation(reason="the identity on Tensors (which keep their graph); a constant from other data")
@@ -309,70 +379,14 @@ def asarray(
         'ndarray'
     """
     if isinstance(obj, Tensor):
-        t = obj
-        raw = _raw(t)  # (its dtype, namespace and device; a batched value's physical array)
-        if dtype is not None and dtype_name(dtype, func="asarray") != dtype_name(raw.dtype):
-            if copy is False:
-                msg = f"asarray: copy=False, but casting {dtype_name(raw.dtype)} to {dtype_name(dtype)} needs a copy"
-                raise XpgradValueError(msg)
-            t = astype(t, dtype)
-        elif copy:
-            t = astype(t, raw.dtype, copy=True)
-        if device is not None:
-            xp = backend_namespace(raw, func="asarray")
-            dev = resolve_device(xp, device, func="asarray")
-            if dev != array_api_compat.device(raw):
-                t = t.to_device(dev)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
+        return _asarray_tensor(obj, dtype, device, copy, requires_grad)
     if _is_array(obj):
-        xp = backend_namespace(obj, func="asarray")
-        if dtype is None and device is None and not copy:
-            return Tensor(_standard(obj, obj), requires_grad=requires_grad)
-        if device is not None and not isinstance(device, (str, int)):
-            # a device object of another library than obj's (device=t.device of a torch Tensor
-            # for a NumPy array) selects that library, as for the functions without input arrays
-            target = _device_namespace(public_namespace(xp), device)
-            if target is not public_namespace(xp):
-                data = into_library(obj, target, device, dtype, copy, "asarray")
-                return Tensor(_standard(data, obj), requires_grad=requires_grad)
-        dev = resolve_device(xp, device, func="asarray") if device is not None else None
-        dt = _dt(dtype, xp, "asarray")
-        try:
-            data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
-        except Exception as e:
-            _explain("asarray", xp, dev, dt, e)
-            raise
-        return Tensor(_standard(data, obj), requires_grad=requires_grad)
+        return _asarray_array(obj, dtype, device, copy, requires_grad)
     if isinstance(obj, (list, tuple)):
         like = _tensor_leaf(obj)
         if like is not None:
             return _asarray_traced(obj, like, dtype, device, copy, requires_grad)
-    p, xp, dev = _where(device, "asarray")
-    dt = _dt(dtype, xp, "asarray")
-    try:
-        data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
-        if dt is None and p.dtype is not None:
-            # rebuilt from the Python numbers, not cast: a cast from the library's float32
-            # default would round float64 data (torch, array-api-strict's device1/device2)
-            k = kind(data.dtype)
-            if k == "real floating" and dtype_name(data.dtype) != p.dtype:
-                dt = _float_default(p, xp)
-                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
-            elif k == "complex floating" and dtype_name(data.dtype) != complex_dtype(p.dtype):
-                dt = _float_default(p, xp, complex_=True)
-                data = xp.asarray(obj, dtype=dt, device=dev, copy=copy)
-    except XpgradError:
-        raise
-    except Exception as e:
-        _explain("asarray", xp, dev, dt, e)
-        msg = (
-            f"asarray: cannot make an array from {type(obj).__name__} {_short(obj)} "
-            f"({type(e).__name__}: {e}); expected numbers, nested sequences of numbers of one shape, or an array"
-        )
-        raise (XpgradValueError if isinstance(e, ValueError) else XpgradTypeError)(msg) from e
-    return Tensor(_standard(data, obj), requires_grad=requires_grad)
+    return _asarray_data(obj, dtype, device, copy, requires_grad)
 
 
 def _short(v: Any) -> str:

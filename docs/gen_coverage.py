@@ -48,7 +48,9 @@ def _names() -> list[tuple[str, str, str, bool]]:
     rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
     shown = {r[0] for r in rows}
     prims = {r[2] for r in rows}  # (the linalg and fft entries are named as their primitives: inv is linalg.inv's row)
-    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values() if op.name not in shown and op.prim.name not in prims]
+    # (a query has no primitive: of the standard, it has its row above; an alias is its entry's row)
+    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values()
+             if op.prim is not None and op.kind != "alias" and op.name not in shown and op.prim.name not in prims]
     # and the special functions whose primitive is still written by hand (polygamma, the reductions)
     import xpgrad.special
     from xpgrad.autograd._core import PRIMITIVES

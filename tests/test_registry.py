@@ -20,7 +20,7 @@ import pytest
 import xpgrad as xg
 from xpgrad._spec import CHAPTERS
 from xpgrad.autograd._batched import RULES
-from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, apply, primitive
+from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, Primitive, apply, primitive
 from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, over, prim_of, remove
 
 from ._cases import registry_cases
@@ -500,3 +500,182 @@ def test_linear_algebra_entries_behave_as_the_hand_written_functions() -> None:
     np.testing.assert_allclose(g, np.ones((2, 2)) @ m.T + m.T @ np.ones((2, 2)))
     with pytest.raises(xg.XpgradValueError, match="fft: norm must be 'backward', 'ortho' or 'forward', got 'bad'"):
         xg.fft.fft(xg.ones(4, dtype=xg.complex128), norm="bad")  # type: ignore[arg-type]
+
+
+# ================================================================ declarations with a body
+# (helper regbody: Chapter.primitive / entry / query / alias; JAX's ``def sin(x): return sin_p.bind(x)``)
+def _declare_scaled(ran: list[int]) -> tuple[Any, Any]:
+    """A throwaway non-pointwise entry with a body: it checks ``k`` (naming itself and the
+    value) and binds its primitive, declared with its rules and batching rule beside it."""
+    op = Chapter("manipulation", module="xpgrad.ops.manipulation")
+
+    def batch(prim: Any, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:  # noqa: N803
+        ran.append(K)
+        return apply(prim, xs, kw)  # (k * x batches for free)
+
+    scaled_p = op.primitive("scaled_throwaway", fwd=lambda xp, x, *, k: k * x, batch=batch, save=(),
+                            vjp=(lambda xp, g, ans, x, *, k: k * g,), jvp="linear")
+
+    @op.entry(scaled_p, fuzz=("xp.scaled_throwaway({a}, k=2)", "2 * {a}"))
+    def scaled_throwaway(x: Any, /, *, k: float = 2.0) -> Any:
+        """``k * x``, ``k`` a positive number (a test's throwaway entry with a body).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> xg.scaled_throwaway(xg.asarray([1.0]), k=3)
+            Tensor([3.], dtype=float64, device=cpu)
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or k <= 0:
+            msg = f"scaled_throwaway: k must be a positive number, got {k!r}"
+            raise xg.XpgradValueError(msg)
+        return scaled_p.bind(x, k=float(k))
+
+    return scaled_throwaway, scaled_p
+
+
+def test_a_declaration_with_a_body_binds_its_primitive_and_is_found_everywhere() -> None:
+    """``op.primitive`` (the rules and batching rule beside it) and ``@op.entry(p)`` whose
+    body checks an argument and binds ``p``: the declaration is the public function, its
+    check names it and the value, it is an entry with its Op (kind "function"), vmap runs
+    its rule, grad/jvp/jit go through the primitive, the fuzz op and the coverage row are
+    derived; removing it removes all of that."""
+    from tests import _fuzz
+
+    ran: list[int] = []
+    fn, prim = _declare_scaled(ran)
+    try:
+        entry = REGISTRY["scaled_throwaway"]
+        assert (entry.kind, entry.prim, entry.fn, entry.batch, entry.nargs) == ("function", prim, fn, None, 1)
+        assert fn.__code__.co_name == "scaled_throwaway" and not hasattr(fn, "__wrapped__")  # (the body itself)
+        assert xg.scaled_throwaway is fn and prim_of(fn) is prim and PRIMITIVES["scaled_throwaway"] is prim
+        assert "scaled_throwaway" in xg.ops.manipulation.__all__ and RULES["scaled_throwaway"] is prim.batch
+        x = np.arange(6.0).reshape(3, 2)
+        for k in (1, 2.5, 4):
+            np.testing.assert_allclose(fn(xg.asarray(x), k=k).numpy(), k * x)
+            np.testing.assert_allclose(xg.grad(lambda v, k=k: xg.sum(fn(v, k=k)))(x), np.full_like(x, float(k)))
+            _, t = xg.jvp(lambda v, k=k: fn(v, k=k), (x,), (np.ones_like(x),))
+            np.testing.assert_allclose(t, np.full_like(x, float(k)))
+            ran.clear()
+            np.testing.assert_allclose(xg.vmap(lambda v, k=k: fn(v, k=k))(x), k * x)
+            assert ran == [1]
+            np.testing.assert_allclose(np.asarray(xg.jit(lambda v, k=k: fn(v, k=k))(x)), k * x)
+        for bad in (0, -1.0, "2", True):
+            with pytest.raises(xg.XpgradValueError, match=rf"scaled_throwaway: k must be a positive number, got {bad!r}"):
+                fn(xg.asarray(x), k=bad)
+        row = next(r for r in load_script("docs/gen_coverage.py").rows() if r["name"] == "scaled_throwaway")
+        assert (row["kind"], row["reverse"], row["forward"], row["vmap"]) == ("diff", "yes", "yes", "rule")
+        _fuzz._from_registry()
+        assert _fuzz.OPS["scaled_throwaway"].covers == ("scaled_throwaway",)
+    finally:
+        remove("scaled_throwaway")
+        _fuzz.OPS.pop("scaled_throwaway", None)
+    assert "scaled_throwaway" not in PRIMITIVES and "scaled_throwaway" not in RULES
+    assert not hasattr(xg, "scaled_throwaway") and "scaled_throwaway" not in xg.ops.manipulation.__all__
+    assert all(r["name"] != "scaled_throwaway" for r in load_script("docs/gen_coverage.py").rows())
+
+
+def test_an_entry_without_a_body_is_generated_as_function_makes_it() -> None:
+    """``@op.entry(p)`` over a docstring-only declaration: the fast generated function (its
+    signature, ``arrays``/``params``), the same as ``op.function``."""
+    import inspect
+
+    op = Chapter("manipulation", module="xpgrad.ops.manipulation")
+    p = op.primitive("roll1_throwaway", fwd=lambda xp, x, *, shift: xp.roll(x, shift, axis=0), save=(),
+                     vjp=(lambda xp, g, ans, x, *, shift: xp.roll(g, -shift, axis=0),), jvp="linear")
+
+    @op.entry(p, params={"shift": int})
+    def roll1_throwaway(x: Any, /, shift: int = 1) -> Any:
+        """Roll along axis 0 (a test's throwaway entry).
+
+        Examples:
+            >>> 1
+            1
+        """
+
+    try:
+        assert roll1_throwaway.__wrapped__.__code__.co_code != roll1_throwaway.__code__.co_code  # generated
+        assert inspect.signature(roll1_throwaway, follow_wrapped=False) == inspect.signature(roll1_throwaway.__wrapped__)
+        assert set(roll1_throwaway.__code__.co_freevars) >= {"_apply2", "_prim"}  # (the one-argument fast path)
+        for s in (1, 2.0, -1):
+            np.testing.assert_array_equal(roll1_throwaway(xg.arange(4.0), s).numpy(), np.roll(np.arange(4.0), int(s)))
+        assert xg.grad(lambda v: roll1_throwaway(v)[1])(np.arange(4.0)).tolist() == [1.0, 0.0, 0.0, 0.0]
+    finally:
+        remove("roll1_throwaway")
+    assert "roll1_throwaway" not in PRIMITIVES
+
+
+def test_a_query_and_an_alias_are_entries_without_a_primitive_of_their_own() -> None:
+    """``@op.query()``: an Op of kind "query" with no primitive, declared non-differentiable
+    (``DECLARED``); ``op.alias``: a second name of an entry, its function and primitive."""
+    from xpgrad.autograd._core import DECLARED
+
+    op = Chapter("data_type", module="tests.test_registry")
+
+    @op.query(reason="a throwaway query")
+    def bits_throwaway(dtype: Any, /) -> int:
+        """The bits of a dtype (a test's throwaway query).
+
+        Examples:
+            >>> 1
+            1
+        """
+        return 8 * int(np.dtype(dtype.name).itemsize)
+
+    sine = op.alias("sine_throwaway", xg.sin)
+    try:
+        q = REGISTRY["bits_throwaway"]
+        assert (q.kind, q.prim, q.fn, q.nargs, q.test, q.fuzz) == ("query", None, bits_throwaway, 1, None, None)
+        assert DECLARED["bits_throwaway"] == "a throwaway query"
+        assert [bits_throwaway(t) for t in (xg.float32, xg.int8, xg.complex128)] == [32, 8, 128]
+        a = REGISTRY["sine_throwaway"]
+        assert (a.kind, a.alias_of, a.fn, a.prim) == ("alias", "sin", xg.sin, REGISTRY["sin"].prim) and sine is xg.sin
+        shown = [r["name"] for r in load_script("docs/gen_coverage.py").rows()]
+        assert "bits_throwaway" not in shown and "sine_throwaway" not in shown and shown.count("sin") == 1
+    finally:
+        remove("bits_throwaway")
+        remove("sine_throwaway")
+    assert "bits_throwaway" not in DECLARED and "sine_throwaway" not in REGISTRY
+    assert REGISTRY["sin"].fn is xg.sin and prim_of(xg.sin) is REGISTRY["sin"].prim and "sin" in PRIMITIVES
+
+
+def test_a_declaration_with_a_body_says_what_is_wrong() -> None:
+    op = Chapter("manipulation", module="tests.test_registry")
+
+    def bad_throwaway(x: Any, /) -> Any:
+        """A body.
+
+        Examples:
+            >>> 1
+            1
+        """
+        return x
+
+    with pytest.raises(xg.XpgradTypeError, match=r"declare op\.primitive"):
+        op.pointwise(d=1)(bad_throwaway)
+    with pytest.raises(xg.XpgradTypeError, match="entry takes the primitive it binds"):
+        op.entry("bad_throwaway")  # type: ignore[arg-type]
+    loose = Primitive("loose_throwaway", lambda xp, x: x)  # (not registered)
+    with pytest.raises(xg.XpgradValueError, match="is not registered"):
+        op.entry(loose)(bad_throwaway)
+    with pytest.raises(xg.XpgradValueError, match="'sin' is already registered"):
+        op.primitive("sin", fwd=lambda xp, x: x)
+    p = op.primitive("bad_throwaway", fwd=lambda xp, x: x)
+    try:
+        with pytest.raises(xg.XpgradTypeError, match="arrays= and params= shape a generated function"):
+            op.entry(p, params={"x": int})(bad_throwaway)
+    finally:
+        PRIMITIVES.pop("bad_throwaway", None)
+
+    def no_body_throwaway(dtype: Any) -> Any:
+        """No body.
+
+        Examples:
+            >>> 1
+            1
+        """
+
+    with pytest.raises(xg.XpgradTypeError, match="a query's body computes its answer"):
+        op.query()(no_body_throwaway)
+    with pytest.raises(xg.XpgradValueError, match="is not the public function of a registry entry"):
+        op.alias("alias_throwaway", len)
+    assert not {"bad_throwaway", "no_body_throwaway", "alias_throwaway"} & set(REGISTRY)

@@ -314,6 +314,11 @@ class Primitive:
     def __call__(self, *args: Any, **kw: Any) -> Any:
         return apply(self, args, kw)
 
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply to the arrays ``args`` with the keyword ``params`` (JAX's ``bind``): what
+        the body of a registry declaration returns once it has checked its arguments."""
+        return apply(self, args, params)
+
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 

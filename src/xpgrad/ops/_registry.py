@@ -30,6 +30,22 @@ From it the registry makes
   cases (`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
   by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
 
+A declaration may also have a body (JAX's ``def sin(x): return sin_p.bind(x)``): one
+that checks or normalizes its arguments, or builds a named tuple, and then binds the
+primitive, declared with its rules beside it (`Chapter.primitive`)::
+
+    fft_p = op.primitive("fft", fwd=..., vjp=(...,), jvp=..., batch=...)
+
+    @op.entry(fft_p)
+    def fft(x: Array, /, *, n: int | None = None, norm: str = "backward") -> Array:
+        '''... Examples: ...'''
+        return fft_p.bind(x, n=n, norm=_check_norm("fft", norm))
+
+The body is the public function as written; a body-less ``@op.entry(p)`` is generated as
+above. Pure queries (``finfo``, ``result_type``) are declared as such (`Chapter.query`: an
+`Op` of kind ``"query"``, no primitive), and a second name of an entry as an alias
+(`Chapter.alias`).
+
 Adding a pointwise operation is one entry. Any other takes, besides its entry (with its
 batching rule), its rule tests' case in ``tests/cases/`` and, to be fuzzed, a fuzz op and
 a conformance call (tests/_fuzz.py, conformance/_calls.py).
@@ -49,7 +65,7 @@ from typing import Any, TypeVar
 from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from ..autograd._batching_util import pointwise as _pointwise_rule
-from ..autograd._core import _NOARG, PRIMITIVES, Primitive, apply, apply2, primitive
+from ..autograd._core import _NOARG, DECLARED, PRIMITIVES, Primitive, apply, apply2, declare, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
 __all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of", "subscribe"]
@@ -121,7 +137,7 @@ class Op:
         chapter: the standard's chapter (``elementwise``), or the extension's
             (``special``).
         fn: the public function.
-        prim: its primitive.
+        prim: its primitive; None for a query.
         nargs: how many positional arguments may be arrays.
         batch: how its batching rule is made: ``"pointwise"`` (derived), or None (written
             beside the declaration, ``batch=``). The rule itself is ``prim.batch``.
@@ -132,18 +148,24 @@ class Op:
         module: the module whose namespace holds ``fn``.
         d: the declared derivatives, one per argument (see `Chapter.pointwise`);
             None where the rules are written by hand.
+        kind: ``"pointwise"``, ``"function"`` (generated from its declaration, or its
+            declared body binding its primitive), ``"query"`` (no primitive: about dtypes
+            or shapes, returns no array) or ``"alias"`` (a second name of ``alias_of``).
+        alias_of: for an alias, the registry name of the entry it names.
     """
 
     name: str
     chapter: str
     fn: Callable[..., Any]
-    prim: Primitive
+    prim: Primitive | None
     nargs: int
     batch: str | None
     test: Inputs | None
     fuzz: str | tuple[str, str] | None
     module: str
     d: tuple[Any, ...] | None = None
+    kind: str = "function"
+    alias_of: str | None = None
 
     @property
     def public_name(self) -> str:
@@ -463,7 +485,7 @@ class Chapter:
             diff = not (nondiff or zero_grad)
             entry = Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch="pointwise",
                        test=(Inputs() if diff else None) if test is _DEFAULT else test, fuzz=fuzz, module=self.module,
-                       d=None if d is None else (d if isinstance(d, tuple) else (d,)))
+                       d=None if d is None else (d if isinstance(d, tuple) else (d,)), kind="pointwise")
             self._enter(entry, decl)
             return public  # type: ignore[return-value]
 
@@ -519,18 +541,7 @@ class Chapter:
 
         def register(decl: F) -> F:
             name, _ = self._check(decl)
-            prim = primitive(name, fwd, chapter=chapter or self.chapter, batch=batch, **opts)
-            if vjp is not None or vjp_rest is not None:
-                prim.defvjp(*(vjp or ()), rest=vjp_rest)
-            if jvp == "linear":
-                prim.defjvp(linear_jvp(prim))
-            elif jvp == "joint_linear":
-                prim.defjvp(rest=joint_linear_jvp(prim))
-            elif isinstance(jvp, str):
-                msg = f"registry: {name}: jvp= is rules, 'linear' or 'joint_linear'; got {jvp!r}"
-                raise XpgradValueError(msg)
-            elif jvp is not None or jvp_rest is not None:
-                prim.defjvp(*(jvp or ()), rest=jvp_rest)
+            prim = self._primitive(name, fwd, batch, vjp, jvp, vjp_rest, jvp_rest, chapter, opts)
             public = _generate(decl, name, prim, arrays, params)
             n = -1 if isinstance(arrays, str) else arrays
             self._enter(Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch=None,
@@ -539,23 +550,198 @@ class Chapter:
 
         return register
 
-    def _check(self, decl: Callable[..., Any]) -> tuple[str, str]:
+    def primitive(
+        self,
+        name: str,
+        *,
+        fwd: Callable[..., Any],
+        batch: Callable[..., Any] | None = None,
+        vjp: Sequence[Any] | None = None,
+        jvp: Sequence[Any] | str | None = None,
+        vjp_rest: Any = None,
+        jvp_rest: Any = None,
+        chapter: str | None = None,
+        **opts: Any,
+    ) -> Primitive:
+        """Declare a primitive with its rules beside it (JAX's ``sin_p`` and its
+        ``defjvp``/batching rule), for an `entry` whose body binds it.
+
+        Args:
+            name: its name after the chapter's prefix (``"logsumexp"``: ``special.logsumexp``).
+            fwd, batch, vjp, jvp, vjp_rest, jvp_rest, chapter, opts: as for `function`.
+
+        Returns:
+            The primitive, registered (``PRIMITIVES``) and its rules defined (see `entry`
+            for an example).
+        """
+        full = self.prefix + name
+        if full in REGISTRY or full in PRIMITIVES:
+            msg = f"registry: {full}: an operation named {full!r} is already registered"
+            raise XpgradValueError(msg)
+        return self._primitive(full, fwd, batch, vjp, jvp, vjp_rest, jvp_rest, chapter, opts)
+
+    def _primitive(self, name: str, fwd: Callable[..., Any], batch: Callable[..., Any] | None, vjp: Sequence[Any] | None,
+                   jvp: Sequence[Any] | str | None, vjp_rest: Any, jvp_rest: Any, chapter: str | None,
+                   opts: dict[str, Any]) -> Primitive:
+        prim = primitive(name, fwd, chapter=chapter or self.chapter, batch=batch, **opts)
+        if vjp is not None or vjp_rest is not None:
+            prim.defvjp(*(vjp or ()), rest=vjp_rest)
+        if jvp == "linear":
+            prim.defjvp(linear_jvp(prim))
+        elif jvp == "joint_linear":
+            prim.defjvp(rest=joint_linear_jvp(prim))
+        elif isinstance(jvp, str):
+            PRIMITIVES.pop(name, None)
+            msg = f"registry: {name}: jvp= is rules, 'linear' or 'joint_linear'; got {jvp!r}"
+            raise XpgradValueError(msg)
+        elif jvp is not None or jvp_rest is not None:
+            prim.defjvp(*(jvp or ()), rest=jvp_rest)
+        return prim
+
+    def entry(
+        self,
+        prim: Primitive,
+        *,
+        arrays: int | str = 1,
+        params: dict[str, Callable[[Any], Any]] | None = None,
+        nargs: int | None = None,
+        chapter: str | None = None,
+        test: Inputs | None = None,
+        fuzz: str | tuple[str, str] | None = None,
+    ) -> Callable[[F], F]:
+        """Declare the public function of a primitive (see `primitive`).
+
+        With a body, the declaration is the public function as written: it checks or
+        normalizes its arguments and returns ``prim.bind(...)`` (or builds its result from
+        it). Without one (its docstring only), it is generated as by `function`
+        (``arrays``, ``params``).
+
+        Args:
+            prim: the primitive it binds.
+            arrays: for a generated function, as for `function`.
+            params: for a generated function, as for `function`.
+            nargs: how many positional arguments may be arrays (default: ``arrays``).
+            chapter: the standard's chapter where it differs from the module's.
+            test: how property tests draw its inputs (`Inputs`); None: written by hand.
+            fuzz: the differential fuzzer's template (see `Op`).
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> from xpgrad.ops._registry import REGISTRY, Chapter, remove
+            >>> op = Chapter("manipulation", module="xpgrad_example")
+            >>> scale_p = op.primitive("scale_example", fwd=lambda xp, x, *, k: k * x, jvp="linear",
+            ...                        vjp=(lambda xp, g, ans, x, *, k: k * g,), save=())
+            >>> @op.entry(scale_p)
+            ... def scale_example(x, /, *, k=2):
+            ...     '''k * x, k made a float first. Examples: (a doctest's throwaway)'''
+            ...     return scale_p.bind(x, k=float(k))
+            >>> scale_example(xg.asarray([1.0, 2.0]), k=3), REGISTRY["scale_example"].prim
+            (Tensor([3., 6.], dtype=float64, device=cpu), <primitive scale_example>)
+            >>> remove("scale_example")
+        """
+        if not isinstance(prim, Primitive):
+            msg = f"registry: entry takes the primitive it binds (op.primitive(...)), got {prim!r}"
+            raise XpgradTypeError(msg)
+
+        def register(decl: F) -> F:
+            name, _ = self._check(decl, body=True, prim=prim)
+            if PRIMITIVES.get(prim.name) is not prim:
+                msg = f"registry: {name}: its primitive {prim.name!r} is not registered (declare it with op.primitive)"
+                raise XpgradValueError(msg)
+            if _body_is_docstring(decl):
+                public: Any = _generate(decl, name, prim, arrays, params)
+            elif arrays != 1 or params is not None:
+                msg = f"registry: {name}: arrays= and params= shape a generated function; a body passes its arguments itself"
+                raise XpgradTypeError(msg)
+            else:
+                public = decl
+            n = nargs if nargs is not None else -1 if isinstance(arrays, str) else arrays
+            self._enter(Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch=None,
+                           test=test, fuzz=fuzz, module=self.module), decl)
+            return public  # type: ignore[no-any-return]
+
+        return register
+
+    def query(self, *, reason: str = "a query about dtypes or shapes: returns no array") -> Callable[[F], F]:
+        """Declare a pure query (``finfo``, ``result_type``): its body computes the answer
+        (a dtype, a shape, a bool), no primitive, no gradient (``reason`` says why, on the
+        coverage page). An `Op` of kind ``"query"``.
+
+        Examples:
+            >>> from xpgrad.ops._registry import REGISTRY, Chapter, remove
+            >>> op = Chapter("data_type", module="xpgrad_example")
+            >>> @op.query()
+            ... def bits_example(dtype):
+            ...     '''The bits of a dtype. Examples: (a doctest's throwaway)'''
+            ...     return int(dtype.itemsize) * 8
+            >>> REGISTRY["bits_example"].kind, REGISTRY["bits_example"].prim
+            ('query', None)
+            >>> remove("bits_example")
+        """
+
+        def register(decl: F) -> F:
+            name, _ = self._check(decl, body=True)
+            if _body_is_docstring(decl):
+                msg = f"registry: {name}: a query's body computes its answer"
+                raise XpgradTypeError(msg)
+            ps = inspect.signature(decl).parameters.values()
+            n = -1 if any(p.kind is p.VAR_POSITIONAL for p in ps) else sum(p.kind is not p.KEYWORD_ONLY for p in ps)
+            declare(name, reason)
+            self._enter(Op(name=name, chapter=self.chapter, fn=decl, prim=None, nargs=n, batch=None, test=None,
+                           fuzz=None, module=self.module, kind="query"), decl)
+            return decl
+
+        return register
+
+    def alias(self, name: str, fn: F) -> F:
+        """Declare ``name`` as a second name of the entry whose public function is ``fn``
+        (``psi = op.alias("psi", digamma)``): an `Op` of kind ``"alias"``, the same
+        function and primitive; rule tests, fuzz and the coverage page count the entry once.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> from xpgrad.ops._registry import REGISTRY, Chapter, remove
+            >>> sine = Chapter("elementwise", module="xpgrad_example").alias("sine_example", xg.sin)
+            >>> REGISTRY["sine_example"].alias_of, sine is xg.sin
+            ('sin', True)
+            >>> remove("sine_example")
+        """
+        full = self.prefix + name
+        target = next((op for op in REGISTRY.values() if op.fn is fn and op.kind != "alias"), None)
+        if target is None:
+            msg = f"registry: alias {full}: {fn!r} is not the public function of a registry entry"
+            raise XpgradValueError(msg)
+        if full in REGISTRY or full in PRIMITIVES:
+            msg = f"registry: alias {full}: an operation named {full!r} is already registered"
+            raise XpgradValueError(msg)
+        entry = Op(name=full, chapter=target.chapter, fn=fn, prim=target.prim, nargs=target.nargs, batch=None,
+                   test=None, fuzz=None, module=self.module, kind="alias", alias_of=target.name)
+        REGISTRY[full] = entry
+        self._names.append(name)
+        _install(entry, declared_in=sys._getframe(1).f_globals.get("__name__", ""))
+        for added, _ in _LISTENERS:
+            added(entry)
+        return fn
+
+    def _check(self, decl: Callable[..., Any], *, body: bool = False, prim: Primitive | None = None) -> tuple[str, str]:
         name = self.prefix + decl.__name__
         what = f"registry: {name}"
-        if not _body_is_docstring(decl):
-            msg = f"{what}: the body of a declaration is its docstring (the registry writes the function)"
+        if not body and not _body_is_docstring(decl):
+            msg = (f"{what}: the body of a declaration is its docstring (the registry writes the function); "
+                   "to give it a body, declare op.primitive(...) and the function with @op.entry(prim)")
             raise XpgradTypeError(msg)
         if "Examples:" not in (decl.__doc__ or ""):
             msg = f"{what}: the docstring needs an Examples: section with a doctest"
             raise XpgradValueError(msg)
-        if name in REGISTRY or name in PRIMITIVES:
+        if name in REGISTRY or (name in PRIMITIVES and PRIMITIVES[name] is not prim):
             msg = f"{what}: an operation named {name!r} is already registered"
             raise XpgradValueError(msg)
         return name, what
 
     def _enter(self, entry: Op, decl: Callable[..., Any]) -> None:
         REGISTRY[entry.name] = entry
-        _PRIMS[entry.fn] = entry.prim
+        if entry.prim is not None:
+            _PRIMS[entry.fn] = entry.prim
         self._names.append(decl.__name__)
         _install(entry, declared_in=decl.__module__)
         for added, _ in _LISTENERS:
@@ -645,8 +831,12 @@ def remove(name: str) -> None:
     for _, removed in _LISTENERS:
         removed(op)
     del REGISTRY[name]
-    _PRIMS.pop(op.fn, None)
-    PRIMITIVES.pop(op.prim.name, None)
+    if op.kind != "alias":  # (an alias's function and primitive stay its entry's)
+        _PRIMS.pop(op.fn, None)
+        if op.prim is not None:
+            PRIMITIVES.pop(op.prim.name, None)
+    if op.kind == "query":
+        DECLARED.pop(name, None)
     for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)
         if mod is not None and getattr(mod, op.public_name, None) is op.fn:

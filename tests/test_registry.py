@@ -638,6 +638,34 @@ def test_a_query_and_an_alias_are_entries_without_a_primitive_of_their_own() -> 
     assert REGISTRY["sin"].fn is xg.sin and prim_of(xg.sin) is REGISTRY["sin"].prim and "sin" in PRIMITIVES
 
 
+def test_a_creation_from_python_numbers_is_an_entry_without_a_primitive() -> None:
+    """``@op.creation()``: an array made from Python numbers (no array input): an Op of kind
+    "creation", no primitive, declared non-differentiable; removed with its declaration."""
+    from xpgrad.autograd._core import DECLARED
+
+    op = Chapter("creation", module="tests.test_registry")
+
+    @op.creation()
+    def halves_throwaway(n: int, /) -> Any:
+        """0, 1/2, 1, ... (a test's throwaway creation).
+
+        Examples:
+            >>> 1
+            1
+        """
+        return xg.arange(n) / 2
+
+    try:
+        c = REGISTRY["halves_throwaway"]
+        assert (c.kind, c.prim, c.fn, c.nargs) == ("creation", None, halves_throwaway, 1)
+        assert DECLARED["halves_throwaway"] == "creates an array from Python numbers: no array input"
+        for n in (1, 3):
+            np.testing.assert_array_equal(halves_throwaway(n).numpy(), np.arange(n) / 2)
+    finally:
+        remove("halves_throwaway")
+    assert "halves_throwaway" not in DECLARED and "halves_throwaway" not in REGISTRY
+
+
 def test_a_declaration_with_a_body_says_what_is_wrong() -> None:
     op = Chapter("manipulation", module="tests.test_registry")
 

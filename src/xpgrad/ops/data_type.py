@@ -23,11 +23,16 @@ from .._dtypes import kind as dtype_kind
 from .._exceptions import UnknownNameError, XpgradTypeError
 from .._policy import current_policy
 from ..autograd._batching_util import pointwise
-from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad, primitive
+from ._common import Array, Tensor, apply, is_complex, is_xpgrad, primitive
+from ._registry import Chapter
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
 _C = "data_type"
+# the queries are registry entries of kind "query" (no primitive: they return no array);
+# astype is written by hand
+op = Chapter(_C, module=__name__, extra=("astype",))
+_QUERY = "a query about dtypes: returns no array"
 
 
 def _name(dt: Any, func: str) -> str:
@@ -139,6 +144,7 @@ def _is_array(a: Any) -> bool:
     return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, type)
 
 
+@op.query(reason=_QUERY)
 def result_type(*arrays_and_dtypes: Any) -> DType:
     """The dtype that an operation on these arrays, dtypes and Python scalars returns.
 
@@ -161,6 +167,7 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
     return DTYPES[dtype_name(xp.result_type(*args))]
 
 
+@op.query(reason=_QUERY)
 def can_cast(from_: Any, to: Any, /) -> bool:
     """Whether ``from_`` (a dtype or an array) can be cast to ``to`` by the type promotion rules.
 
@@ -209,6 +216,7 @@ def _info_target(type_: Any, func: str) -> tuple[ModuleType, Any, str]:
     return xp, t, dtype_name(t)
 
 
+@op.query(reason=_QUERY)
 def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
     """Machine limits of a floating dtype (of an array's dtype), from the backend.
 
@@ -251,6 +259,7 @@ _HALF_INFO = {
 }
 
 
+@op.query(reason=_QUERY)
 def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002 - the standard's parameter name
     """Limits of an integer dtype (of an array's dtype), from the backend.
 
@@ -281,6 +290,7 @@ _KINDS = {
 }
 
 
+@op.query(reason=_QUERY)
 def isdtype(dtype: Any, kind: str | Any | tuple[str | Any, ...]) -> bool:
     """Whether ``dtype`` is of ``kind``: a kind name, a dtype, or a tuple of them (any match).
 
@@ -308,6 +318,5 @@ def isdtype(dtype: Any, kind: str | Any | tuple[str | Any, ...]) -> bool:
     return False
 
 
-for _n in ("can_cast", "finfo", "iinfo", "isdtype", "result_type"):
-    declare(_n, "a query about dtypes: returns no array")
-del _n
+
+op.check_all(__all__)

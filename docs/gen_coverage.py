@@ -51,13 +51,6 @@ def _names() -> list[tuple[str, str, str, bool]]:
     # (a query has no primitive: of the standard, it has its row above; an alias is its entry's row)
     rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values()
              if op.prim is not None and op.kind != "alias" and op.name not in shown and op.prim.name not in prims]
-    # and the special functions whose primitive is still written by hand (polygamma, the reductions)
-    import xpgrad.special
-    from xpgrad.autograd._core import PRIMITIVES
-
-    shown = {r[0] for r in rows}
-    rows += [(f"special.{n}", "special", f"special.{n}", False) for n in sorted(xpgrad.special.__all__)
-             if f"special.{n}" in PRIMITIVES and f"special.{n}" not in shown]
     return rows
 
 

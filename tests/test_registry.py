@@ -452,8 +452,7 @@ _LA_ENTRIES = {
     "linalg": ("xpgrad.linalg", ["inv", "det", "solve", "cholesky", "eigvalsh", "eigvals", "svdvals", "matrix_power", "outer",
                                  "diagonal", "trace", "vector_norm"],
                ["slogdet", "eigh", "eig", "svd", "qr", "pinv", "matrix_rank", "cross", "matrix_norm"]),
-    "fft": ("xpgrad.fft", ["fftshift", "ifftshift"],
-            ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq"]),
+    "fft": ("xpgrad.fft", ["fftshift", "ifftshift"], []),  # (the others: entries with a body, tested below)
 }
 
 
@@ -641,6 +640,34 @@ def test_a_query_and_an_alias_are_entries_without_a_primitive_of_their_own() -> 
     assert REGISTRY["sin"].fn is xg.sin and prim_of(xg.sin) is REGISTRY["sin"].prim and "sin" in PRIMITIVES
 
 
+def test_a_creation_from_python_numbers_is_an_entry_without_a_primitive() -> None:
+    """``@op.creation()``: an array made from Python numbers (no array input): an Op of kind
+    "creation", no primitive, declared non-differentiable; removed with its declaration."""
+    from xpgrad.autograd._core import DECLARED
+
+    op = Chapter("creation", module="tests.test_registry")
+
+    @op.creation()
+    def halves_throwaway(n: int, /) -> Any:
+        """0, 1/2, 1, ... (a test's throwaway creation).
+
+        Examples:
+            >>> 1
+            1
+        """
+        return xg.arange(n) / 2
+
+    try:
+        c = REGISTRY["halves_throwaway"]
+        assert (c.kind, c.prim, c.fn, c.nargs) == ("creation", None, halves_throwaway, 1)
+        assert DECLARED["halves_throwaway"] == "creates an array from Python numbers: no array input"
+        for n in (1, 3):
+            np.testing.assert_array_equal(halves_throwaway(n).numpy(), np.arange(n) / 2)
+    finally:
+        remove("halves_throwaway")
+    assert "halves_throwaway" not in DECLARED and "halves_throwaway" not in REGISTRY
+
+
 def test_a_declaration_with_a_body_says_what_is_wrong() -> None:
     op = Chapter("manipulation", module="tests.test_registry")
 
@@ -682,3 +709,83 @@ def test_a_declaration_with_a_body_says_what_is_wrong() -> None:
     with pytest.raises(xg.XpgradValueError, match="is not the public function of a registry entry"):
         op.alias("alias_throwaway", len)
     assert not {"bad_throwaway", "no_body_throwaway", "alias_throwaway"} & set(REGISTRY)
+
+
+_FFT_TRANSFORMS = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"]
+
+
+def test_every_fft_and_special_function_is_an_entry() -> None:
+    """Nothing of ``xpgrad.fft`` or ``xpgrad.special`` is left outside the registry: the
+    transforms, polygamma and the reductions are entries whose body binds their primitive
+    (declared with its rules and batching rule), fftfreq/rfftfreq creation entries, psi an
+    alias of digamma."""
+    from xpgrad.autograd._core import DECLARED
+
+    for n in xg.fft.__all__:
+        op = REGISTRY[n]
+        assert op.fn is getattr(xg.fft, n) and op.chapter == "fft" and op.module == "xpgrad.fft", n
+    for n in _FFT_TRANSFORMS:
+        op = REGISTRY[n]
+        assert (op.kind, op.prim, op.prim.batch is not None) == ("function", PRIMITIVES[n], True), n
+        assert not hasattr(op.fn, "__wrapped__") and prim_of(op.fn) is op.prim and n in RULES, n  # (the body itself)
+    for n in ("fftfreq", "rfftfreq"):
+        assert (REGISTRY[n].kind, REGISTRY[n].prim, n in PRIMITIVES) == ("creation", None, False), n
+        assert DECLARED[n] == "creates an array from Python numbers: no array input", n
+    for n in xg.special.__all__:
+        op = REGISTRY[f"special.{n}"]
+        assert op.fn is getattr(xg.special, n) and op.chapter == "special", n
+    for n in ("polygamma", "logsumexp", "softmax", "log_softmax"):
+        op = REGISTRY[f"special.{n}"]
+        assert (op.kind, op.prim) == ("function", PRIMITIVES[f"special.{n}"]) and f"special.{n}" in RULES, n
+    psi = REGISTRY["special.psi"]
+    assert (psi.kind, psi.alias_of, psi.prim) == ("alias", "special.digamma", REGISTRY["special.digamma"].prim)
+    assert xg.special.psi is xg.special.digamma
+
+
+@pytest.mark.parametrize("name", _FFT_TRANSFORMS)
+def test_an_fft_entry_checks_norm_then_binds_its_primitive(name: str) -> None:
+    """Each transform's body refuses a bad ``norm`` naming itself and the value; a good one
+    reaches the primitive (the backend's transform, its gradient, its batching rule)."""
+    f = getattr(xg.fft, name)
+    real_in = name in ("rfft", "rfftn", "ihfft")
+    x = np.cos(np.arange(12.0)).reshape(3, 4) + (0 if real_in else 0.5j * np.sin(np.arange(12.0)).reshape(3, 4))
+    for bad in ("bad", None, 1):
+        with pytest.raises(xg.XpgradValueError, match=rf"{name}: norm must be 'backward', 'ortho' or 'forward', got {bad!r}"):
+            f(xg.asarray(x), norm=bad)
+    for norm in ("backward", "ortho", "forward"):
+        np.testing.assert_allclose(f(xg.asarray(x), norm=norm).numpy(), getattr(np.fft, name)(x, norm=norm),
+                                   rtol=1e-12, atol=1e-12)
+        per_row = xg.vmap(lambda v, norm=norm: f(v, norm=norm))(x)  # (the batching rule: each row is one example)
+        np.testing.assert_allclose(np.asarray(per_row), np.stack([getattr(np.fft, name)(r, norm=norm) for r in x]),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_polygamma_checks_n_and_binds_its_primitive() -> None:
+    """polygamma's body: ``n`` a non-negative integer (a clear error naming it otherwise,
+    where it was truncated or failed inside the forward before), 0 is digamma, the others
+    bind the primitive (whose VJP is the next order)."""
+    from scipy import special as sp
+
+    x = np.array([0.7, 1.5, 3.0])
+    for bad in (-1, 1.5, "2", True, None):
+        with pytest.raises(xg.XpgradValueError, match=rf"polygamma: n must be a non-negative integer, got {bad!r}"):
+            xg.special.polygamma(bad, xg.asarray(x))  # type: ignore[arg-type]
+    for n in (0, 1, 2.0, np.int64(3)):
+        np.testing.assert_allclose(xg.special.polygamma(n, xg.asarray(x)).numpy(), sp.polygamma(int(n), x), rtol=1e-10)
+        np.testing.assert_allclose(xg.grad(lambda v, n=n: xg.sum(xg.special.polygamma(n, v)))(x),
+                                   sp.polygamma(int(n) + 1, x), rtol=1e-8)
+
+
+def test_the_dtype_queries_are_query_entries() -> None:
+    """result_type, can_cast, finfo, iinfo, isdtype: entries of kind "query", no primitive,
+    declared non-differentiable with the reason the coverage page shows; the functions are
+    the declarations."""
+    from xpgrad.autograd._core import DECLARED
+
+    for n in ("result_type", "can_cast", "finfo", "iinfo", "isdtype"):
+        op = REGISTRY[n]
+        assert (op.kind, op.prim, op.chapter, op.fn) == ("query", None, "data_type", getattr(xg, n)), n
+        assert DECLARED[n] == "a query about dtypes: returns no array" and n not in PRIMITIVES, n
+    assert REGISTRY["astype"].kind == "function"
+    assert xg.result_type(xg.float32, xg.float64) == xg.float64 and xg.finfo(xg.float32).bits == 32
+    assert xg.iinfo(xg.int8).max == 127 and xg.can_cast(xg.int8, xg.int16) and xg.isdtype(xg.int8, "integral")

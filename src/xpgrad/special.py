@@ -12,8 +12,9 @@ order work. The pointwise functions (``erf`` ... ``rel_entr``) are entries of th
 operation registry (`xpgrad.ops._registry`, chapter ``special``, names
 ``special.<name>``) declared by their derivative, from which their rules, batching
 rules, rule tests and fuzz ops are derived; ``polygamma`` (an int first) and the
-reductions are written by hand. The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native
-too (``scipy.special``, ``torch.logsumexp``/``torch.softmax`` over one axis,
+reductions are entries whose primitive is declared with its rules beside it
+(`Chapter.primitive`) and whose body binds it; ``psi`` is an alias of ``digamma``.
+The reductions ``logsumexp``, ``softmax`` and ``log_softmax`` are native too (``scipy.special``, ``torch.logsumexp``/``torch.softmax`` over one axis,
 ``jax.scipy.special.logsumexp``/``jax.nn``), and array-API code shifted by the
 maximum (no overflow) on Dask, array-api-strict and torch softmax over several axes.
 
@@ -36,8 +37,9 @@ import array_api_compat
 from . import _tracing
 from ._dispatch import backend_namespace, raw_array
 from ._dtypes import is_float
+from ._exceptions import XpgradValueError
 from .autograd._batching_util import along_axes, pointwise
-from .autograd._core import Primitive, apply, primitive
+from .autograd._core import Primitive, apply
 from .autograd._tensor import Tensor
 from .ops._common import in_float32, is_xpgrad, times_inf
 from .ops._registry import Chapter, Inputs, over, prim_of
@@ -50,10 +52,10 @@ __all__ = [
 ]
 
 _C = "special"
-# the pointwise functions are registry entries (xpgrad.ops._registry), declared by their
-# derivative where it is exact; the rest (psi is digamma, polygamma takes an int, the
-# reductions take axes) are written by hand
-op = Chapter(_C, module=__name__, prefix="special.", extra=("psi", "polygamma", "logsumexp", "softmax", "log_softmax"))
+# every function is a registry entry (xpgrad.ops._registry): the pointwise ones declared by
+# their derivative where it is exact; polygamma (an int first) and the reductions (axes) by
+# their primitive, its rules beside it, and a body that binds it; psi an alias of digamma
+op = Chapter(_C, module=__name__, prefix="special.")
 _SQRT_PI = math.sqrt(math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -396,10 +398,9 @@ def _polygamma_fwd(xp: Any, x: Any, *, n: int) -> Any:
     return out if out.dtype == x.dtype else xp.astype(out, x.dtype)  # SciPy's polygamma computes in float64
 
 
-_polygamma = primitive("special.polygamma", _polygamma_fwd, save=(0,), chapter=_C, batch=pointwise)
-
-_polygamma.defvjp(lambda xp, g, ans, x, *, n: g * _call(xp, _polygamma, x, n=n + 1))
-_polygamma.defjvp(lambda xp, t, ans, x, *, n: t * _call(xp, _polygamma, x, n=n + 1))
+polygamma_p: Primitive = op.primitive("polygamma", fwd=_polygamma_fwd, save=(0,), batch=pointwise,
+                                      vjp=(lambda xp, g, ans, x, *, n: g * _call(xp, polygamma_p, x, n=n + 1),),
+                                      jvp=(lambda xp, t, ans, x, *, n: t * _call(xp, polygamma_p, x, n=n + 1),))
 
 
 # ---------------------------------------------------------------------- x log y and entropies
@@ -598,10 +599,11 @@ def _logsumexp_d(xp: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
     return xp.exp(x - _keep(xp, ans, x, axis, keepdims))  # softmax(x) along axis
 
 
-_logsumexp = primitive("special.logsumexp", _logsumexp_fwd, save=(0,), save_ans=True, chapter=_C, batch=along_axes)
-_logsumexp.defvjp(in_float32(lambda xp, g, ans, x, *, axis, keepdims: _keep(xp, g, x, axis, keepdims) * _logsumexp_d(xp, ans, x, axis, keepdims)))
-_logsumexp.defjvp(in_float32(lambda xp, t, ans, x, *, axis, keepdims:
-                             xp.sum(t * _logsumexp_d(xp, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)))
+logsumexp_p = op.primitive(
+    "logsumexp", fwd=_logsumexp_fwd, save=(0,), save_ans=True, batch=along_axes,
+    vjp=(in_float32(lambda xp, g, ans, x, *, axis, keepdims: _keep(xp, g, x, axis, keepdims) * _logsumexp_d(xp, ans, x, axis, keepdims)),),
+    jvp=(in_float32(lambda xp, t, ans, x, *, axis, keepdims:
+                    xp.sum(t * _logsumexp_d(xp, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)),))
 
 
 @in_float32
@@ -624,13 +626,15 @@ def _log_softmax_fwd(xp: Any, x: Any, *, axis: Any) -> Any:
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 
 
-_softmax = primitive("special.softmax", _softmax_fwd, save=(), save_ans=True, chapter=_C, batch=along_axes)
-_softmax.defvjp(in_float32(lambda xp, g, ans, x, *, axis: ans * (g - xp.sum(g * ans, axis=axis, keepdims=True))))
-_softmax.defjvp(in_float32(lambda xp, t, ans, x, *, axis: ans * (t - xp.sum(t * ans, axis=axis, keepdims=True))))
+softmax_p = op.primitive(
+    "softmax", fwd=_softmax_fwd, save=(), save_ans=True, batch=along_axes,
+    vjp=(in_float32(lambda xp, g, ans, x, *, axis: ans * (g - xp.sum(g * ans, axis=axis, keepdims=True))),),
+    jvp=(in_float32(lambda xp, t, ans, x, *, axis: ans * (t - xp.sum(t * ans, axis=axis, keepdims=True))),))
 
-_log_softmax = primitive("special.log_softmax", _log_softmax_fwd, save=(), save_ans=True, chapter=_C, batch=along_axes)
-_log_softmax.defvjp(in_float32(lambda xp, g, ans, x, *, axis: g - xp.exp(ans) * xp.sum(g, axis=axis, keepdims=True)))
-_log_softmax.defjvp(in_float32(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, axis=axis, keepdims=True)))
+log_softmax_p = op.primitive(
+    "log_softmax", fwd=_log_softmax_fwd, save=(), save_ans=True, batch=along_axes,
+    vjp=(in_float32(lambda xp, g, ans, x, *, axis: g - xp.exp(ans) * xp.sum(g, axis=axis, keepdims=True)),),
+    jvp=(in_float32(lambda xp, t, ans, x, *, axis: t - xp.sum(xp.exp(ans) * t, axis=axis, keepdims=True)),))
 
 
 # ---------------------------------------------------------------------- public functions
@@ -723,7 +727,7 @@ def gammaln(x: Any, /) -> Tensor:
     """
 
 
-@op.pointwise(d=lambda xp, x: _call(xp, _polygamma, x, n=1), fwd=_native_or_pure("digamma", _psi_pure),
+@op.pointwise(d=lambda xp, x: _call(xp, polygamma_p, x, n=1), fwd=_native_or_pure("digamma", _psi_pure),
               test=Inputs(domain=(0.3, 6.0), complex=False, rtol=1e-4), fuzz="{N}.special.digamma(0.5 + {a} * {a})")
 def digamma(x: Any, /) -> Tensor:
     """The digamma function ``d/dx log(Gamma(x))`` (also [`psi`][xpgrad.special.digamma]).
@@ -736,20 +740,31 @@ def digamma(x: Any, /) -> Tensor:
 
 
 _digamma: Primitive = prim_of(digamma)  # (gammaln's derivative)
-psi = digamma  # SciPy's name, the one its array-API path looks up
+psi = op.alias("psi", digamma)  # SciPy's name, the one its array-API path looks up
 
 
+@op.entry(polygamma_p)
 def polygamma(n: int, x: Any, /) -> Tensor:
     """The ``n``-th derivative of [`digamma`][xpgrad.special.digamma] (``n`` a non-negative Python int).
+
+    Raises:
+        XpgradValueError: ``n`` is not a non-negative integer.
 
     Examples:
         >>> import xpgrad as xg
         >>> xg.special.polygamma(1, xg.asarray([1.0]))
         Tensor([1.64493407], dtype=float64, device=cpu)
     """
-    if n == 0:
+    try:
+        k = int(n)
+    except (TypeError, ValueError):
+        k = -1
+    if isinstance(n, bool) or k < 0 or k != n:
+        msg = f"polygamma: n must be a non-negative integer, got {n!r}"
+        raise XpgradValueError(msg)
+    if k == 0:
         return digamma(x)
-    return apply(_polygamma, (x,), {"n": int(n)})
+    return polygamma_p.bind(x, n=k)
 
 
 @op.pointwise(d=(_xlogy_dx, _xlogy_dy), fwd=_native_or_pure("xlogy", _xlogy_pure),
@@ -803,6 +818,7 @@ def rel_entr(x: Any, y: Any, /) -> Tensor:
     """
 
 
+@op.entry(logsumexp_p)
 def logsumexp(x: Any, /, axis: int | tuple[int, ...] | None = None, *, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` along ``axis`` (default: all axes), shifted by the maximum.
 
@@ -811,9 +827,10 @@ def logsumexp(x: Any, /, axis: int | tuple[int, ...] | None = None, *, keepdims:
         >>> xg.special.logsumexp(xg.asarray([0.0, 1000.0]))
         Tensor(1000., dtype=float64, device=cpu)
     """
-    return apply(_logsumexp, (x,), {"axis": axis, "keepdims": keepdims})
+    return logsumexp_p.bind(x, axis=axis, keepdims=keepdims)
 
 
+@op.entry(softmax_p)
 def softmax(x: Any, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis`` (default: all axes, as SciPy), without overflow.
 
@@ -822,9 +839,10 @@ def softmax(x: Any, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
         >>> xg.special.softmax(xg.asarray([0.0, 1000.0]))
         Tensor([0., 1.], dtype=float64, device=cpu)
     """
-    return apply(_softmax, (x,), {"axis": axis})
+    return softmax_p.bind(x, axis=axis)
 
 
+@op.entry(log_softmax_p)
 def log_softmax(x: Any, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis`` (default: all axes, as SciPy), without overflow.
 
@@ -833,7 +851,7 @@ def log_softmax(x: Any, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
         >>> xg.special.log_softmax(xg.asarray([0.0, 1000.0]))
         Tensor([-1000.,     0.], dtype=float64, device=cpu)
     """
-    return apply(_log_softmax, (x,), {"axis": axis})
+    return log_softmax_p.bind(x, axis=axis)
 
 
 op.check_all(__all__)

@@ -43,8 +43,8 @@ primitive, declared with its rules beside it (`Chapter.primitive`)::
 
 The body is the public function as written; a body-less ``@op.entry(p)`` is generated as
 above. Pure queries (``finfo``, ``result_type``) are declared as such (`Chapter.query`: an
-`Op` of kind ``"query"``, no primitive), and a second name of an entry as an alias
-(`Chapter.alias`).
+`Op` of kind ``"query"``, no primitive), functions that make an array from Python numbers
+likewise (`Chapter.creation`), and a second name of an entry as an alias (`Chapter.alias`).
 
 Adding a pointwise operation is one entry. Any other takes, besides its entry (with its
 batching rule), its rule tests' case in ``tests/cases/`` and, to be fuzzed, a fuzz op and
@@ -137,7 +137,7 @@ class Op:
         chapter: the standard's chapter (``elementwise``), or the extension's
             (``special``).
         fn: the public function.
-        prim: its primitive; None for a query.
+        prim: its primitive; None for a query or a creation from Python numbers.
         nargs: how many positional arguments may be arrays.
         batch: how its batching rule is made: ``"pointwise"`` (derived), or None (written
             beside the declaration, ``batch=``). The rule itself is ``prim.batch``.
@@ -150,8 +150,8 @@ class Op:
             None where the rules are written by hand.
         kind: ``"pointwise"``, ``"function"`` (generated from its declaration, or its
             declared body binding its primitive), ``"query"`` (no primitive: about dtypes
-            or shapes, returns no array), ``"creation"`` (no primitive: a new array from
-            no array input, `Chapter.creation`) or ``"alias"`` (a second name of ``alias_of``).
+            or shapes, returns no array), ``"creation"`` (no primitive: an array from
+            Python numbers) or ``"alias"`` (a second name of ``alias_of``).
         alias_of: for an alias, the registry name of the entry it names.
     """
 
@@ -663,7 +663,7 @@ class Chapter:
 
         return register
 
-    def query(self, *, reason: str = "a query about dtypes or shapes: returns no array", kind: str = "query") -> Callable[[F], F]:
+    def query(self, *, reason: str = "a query about dtypes or shapes: returns no array") -> Callable[[F], F]:
         """Declare a pure query (``finfo``, ``result_type``): its body computes the answer
         (a dtype, a shape, a bool), no primitive, no gradient (``reason`` says why, on the
         coverage page). An `Op` of kind ``"query"``.
@@ -679,11 +679,32 @@ class Chapter:
             ('query', None)
             >>> remove("bits_example")
         """
+        return self._unprimitive("query", reason)
 
+    def creation(self, *, reason: str = "creates an array from Python numbers: no array input") -> Callable[[F], F]:
+        """Declare a function that makes an array from Python numbers (``fftfreq``): its body
+        creates it on the policy's namespace and device, no primitive (no array input: nothing
+        to differentiate or batch), no gradient (``reason``). An `Op` of kind ``"creation"``.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> from xpgrad.ops._registry import REGISTRY, Chapter, remove
+            >>> op = Chapter("creation", module="xpgrad_example")
+            >>> @op.creation()
+            ... def halves_example(n, /):
+            ...     '''0, 1/2, 1, ... (n of them). Examples: (a doctest's throwaway)'''
+            ...     return xg.arange(n) / 2
+            >>> halves_example(3), REGISTRY["halves_example"].kind, REGISTRY["halves_example"].prim
+            (Tensor([0. , 0.5, 1. ], dtype=float64, device=cpu), 'creation', None)
+            >>> remove("halves_example")
+        """
+        return self._unprimitive("creation", reason)
+
+    def _unprimitive(self, kind: str, reason: str) -> Callable[[F], F]:
         def register(decl: F) -> F:
             name, _ = self._check(decl, body=True)
             if _body_is_docstring(decl):
-                msg = f"registry: {name}: a query's body computes its answer"
+                msg = f"registry: {name}: a {kind}'s body computes its answer"
                 raise XpgradTypeError(msg)
             ps = inspect.signature(decl).parameters.values()
             n = -1 if any(p.kind is p.VAR_POSITIONAL for p in ps) else sum(p.kind is not p.KEYWORD_ONLY for p in ps)
@@ -693,20 +714,6 @@ class Chapter:
             return decl
 
         return register
-
-    def creation(self, *, reason: str) -> Callable[[F], F]:
-        """Declare a creation function without a primitive (``zeros``, ``arange``, ``asarray``):
-        it makes a new array from shapes and Python scalars, or one whose values do not depend
-        on an array input's, so the graph records nothing. Its body is the public function (the
-        default-device policy is the body's); ``reason`` says on the coverage page why it has
-        no gradient. An `Op` of kind ``"creation"``, otherwise as `query`.
-
-        Examples:
-            >>> from xpgrad.ops._registry import REGISTRY
-            >>> REGISTRY["zeros"].kind, REGISTRY["zeros"].prim
-            ('creation', None)
-        """
-        return self.query(reason=reason, kind="creation")
 
     def alias(self, name: str, fn: F) -> F:
         """Declare ``name`` as a second name of the entry whose public function is ``fn``
@@ -850,7 +857,7 @@ def remove(name: str) -> None:
         _PRIMS.pop(op.fn, None)
         if op.prim is not None:
             PRIMITIVES.pop(op.prim.name, None)
-    if op.prim is None:  # (a query or a creation function)
+    if op.prim is None:
         DECLARED.pop(name, None)
     for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)

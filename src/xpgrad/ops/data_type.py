@@ -23,14 +23,15 @@ from .._dtypes import kind as dtype_kind
 from .._exceptions import UnknownNameError, XpgradTypeError
 from .._policy import current_policy
 from ..autograd._batching_util import pointwise
-from ._common import Array, Tensor, apply, declare, is_complex, is_xpgrad
+from ._common import Array, Tensor, apply, is_complex, is_xpgrad
 from ._registry import Chapter
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
 _C = "data_type"
-#: astype is an entry; the dtype queries are not (yet): they return no array
-op = Chapter(_C, module=__name__, extra=("can_cast", "finfo", "iinfo", "isdtype", "result_type"))
+# astype is an entry; the queries are entries of kind "query" (no primitive: they return no array)
+op = Chapter(_C, module=__name__)
+_QUERY = "a query about dtypes: returns no array"
 
 
 def _name(dt: Any, func: str) -> str:
@@ -140,6 +141,7 @@ def _is_array(a: Any) -> bool:
     return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, type)
 
 
+@op.query(reason=_QUERY)
 def result_type(*arrays_and_dtypes: Any) -> DType:
     """The dtype that an operation on these arrays, dtypes and Python scalars returns.
 
@@ -162,6 +164,7 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
     return DTYPES[dtype_name(xp.result_type(*args))]
 
 
+@op.query(reason=_QUERY)
 def can_cast(from_: Any, to: Any, /) -> bool:
     """Whether ``from_`` (a dtype or an array) can be cast to ``to`` by the type promotion rules.
 
@@ -210,6 +213,7 @@ def _info_target(type_: Any, func: str) -> tuple[ModuleType, Any, str]:
     return xp, t, dtype_name(t)
 
 
+@op.query(reason=_QUERY)
 def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
     """Machine limits of a floating dtype (of an array's dtype), from the backend.
 
@@ -252,6 +256,7 @@ _HALF_INFO = {
 }
 
 
+@op.query(reason=_QUERY)
 def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002 - the standard's parameter name
     """Limits of an integer dtype (of an array's dtype), from the backend.
 
@@ -282,6 +287,7 @@ _KINDS = {
 }
 
 
+@op.query(reason=_QUERY)
 def isdtype(dtype: Any, kind: str | Any | tuple[str | Any, ...]) -> bool:
     """Whether ``dtype`` is of ``kind``: a kind name, a dtype, or a tuple of them (any match).
 
@@ -308,10 +314,6 @@ def isdtype(dtype: Any, kind: str | Any | tuple[str | Any, ...]) -> bool:
             return True
     return False
 
-
-for _n in ("can_cast", "finfo", "iinfo", "isdtype", "result_type"):
-    declare(_n, "a query about dtypes: returns no array")
-del _n
 
 
 op.check_all(__all__)

@@ -34,7 +34,7 @@ from .._exceptions import XpgradValueError
 from .._tracing import TracingNamespace, base_namespace, recorded
 from ..autograd._batched import shift_axes, shift_axis
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, declare, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, zeros_like_shape
 from ._registry import Chapter
 from .creation import _create, _dt, _float_default, _where
 
@@ -57,12 +57,11 @@ __all__ = [
 
 _C = "fft"
 # xpgrad.fft (the module users import) re-exports these functions; the registry and
-# primitive names carry no prefix ("fftshift"). Hand-written: the transforms, which check
-# ``norm`` (and the n-dimensional ones ``s`` and ``axes`` against the input), and the
-# creation functions fftfreq and rfftfreq.
-op = Chapter(_C, module="xpgrad.fft", extra=(
-    "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq",
-))
+# primitive names carry no prefix ("fftshift"). Each transform is a primitive declared with
+# its rules and batching rule (`_transform`) and an entry whose body checks ``norm`` (and
+# the n-dimensional ones ``s`` and ``axes`` against the input) and binds it; fftfreq and
+# rfftfreq are creation entries (no array input, no primitive).
+op = Chapter(_C, module="xpgrad.fft")
 
 Norm = Literal["backward", "ortho", "forward"]
 
@@ -284,32 +283,26 @@ def _along_axes(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, An
     return apply(prim, tuple(xs), {**kw, "axes": shift_axes(prim.name, axes, n, k)})
 
 
-def _transform(name: str, vjp: Any, batch: Any = _along_axis, **opts: Any) -> Any:
-    """A linear transform ``xp.fft.<name>``: the backend's forward, the same transform
-    of the tangent as JVP, the adjoint as VJP (only the input's shape is kept)."""
+def _transform(name: str, vjp: Any, batch: Any = _along_axis) -> Primitive:
+    """The primitive of a linear transform ``xp.fft.<name>``, declared with its rules: the
+    backend's forward, the same transform of the tangent as JVP, the adjoint as VJP (only
+    the input's shape is kept), and its batching rule."""
 
     def fwd(xp: Any, x: Any, **kw: Any) -> Any:
         return _call(xp, name, x, **kw)
 
-    p = primitive(name, fwd, save=(), chapter=_C, batch=batch, **opts)
-    p.defvjp(vjp)
-    p.defjvp(lambda xp, t, ans, x, **kw: _call(xp, name, t, **kw))
-    return p
+    def jvp(xp: Any, t: Any, ans: Any, x: Any, **kw: Any) -> Any:
+        return _call(xp, name, t, **kw)
 
-
-_fft = _transform("fft", _fft_vjp)
-_ifft = _transform("ifft", _ifft_vjp)
-_fftn = _transform("fftn", _fftn_vjp, _along_axes)
-_ifftn = _transform("ifftn", _ifftn_vjp, _along_axes)
-_rfft = _transform("rfft", _rfft_vjp)
-_irfft = _transform("irfft", _irfft_vjp)
-_rfftn = _transform("rfftn", _rfftn_vjp, _along_axes)
-_irfftn = _transform("irfftn", _irfftn_vjp, _along_axes)
-_hfft = _transform("hfft", _hfft_vjp)
-_ihfft = _transform("ihfft", _ihfft_vjp)
+    return op.primitive(name, fwd=fwd, vjp=(vjp,), jvp=(jvp,), batch=batch, save=())
 
 
 # ---------------------------------------------------------------- the namespace functions
+# (each entry's primitive above it, with its rules; the body checks the arguments and binds it)
+fft_p = _transform("fft", _fft_vjp)
+
+
+@op.entry(fft_p)
 def fft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The one-dimensional discrete Fourier transform of a complex array.
 
@@ -324,9 +317,13 @@ def fft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "back
         >>> xg.fft.fft(xg.asarray([1.0, 1.0], dtype=xg.complex128), n=4, norm="forward")
         Tensor([0.5 +0.j  , 0.25-0.25j, 0.  +0.j  , 0.25+0.25j], dtype=complex128, device=cpu)
     """
-    return apply(_fft, (x,), {"n": n, "axis": axis, "norm": _check_norm("fft", norm)})
+    return fft_p.bind(x, n=n, axis=axis, norm=_check_norm("fft", norm))
 
 
+ifft_p = _transform("ifft", _ifft_vjp)
+
+
+@op.entry(ifft_p)
 def ifft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The one-dimensional inverse discrete Fourier transform of a complex array.
 
@@ -338,9 +335,13 @@ def ifft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
         >>> xg.fft.ifft(xg.asarray([4.0, 0.0, 0.0, 0.0], dtype=xg.complex128))
         Tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex128, device=cpu)
     """
-    return apply(_ifft, (x,), {"n": n, "axis": axis, "norm": _check_norm("ifft", norm)})
+    return ifft_p.bind(x, n=n, axis=axis, norm=_check_norm("ifft", norm))
 
 
+fftn_p = _transform("fftn", _fftn_vjp, _along_axes)
+
+
+@op.entry(fftn_p)
 def fftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
          norm: Norm = "backward") -> Array:
     """The n-dimensional discrete Fourier transform of a complex array over ``axes``.
@@ -355,9 +356,13 @@ def fftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | N
                 [0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
     """
     s_, axes_ = _nd_params("fftn", x, s, axes)
-    return apply(_fftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("fftn", norm)})
+    return fftn_p.bind(x, s=s_, axes=axes_, norm=_check_norm("fftn", norm))
 
 
+ifftn_p = _transform("ifftn", _ifftn_vjp, _along_axes)
+
+
+@op.entry(ifftn_p)
 def ifftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: Norm = "backward") -> Array:
     """The n-dimensional inverse discrete Fourier transform of a complex array over ``axes``.
@@ -369,9 +374,13 @@ def ifftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | 
                 [0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
     """
     s_, axes_ = _nd_params("ifftn", x, s, axes)
-    return apply(_ifftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("ifftn", norm)})
+    return ifftn_p.bind(x, s=s_, axes=axes_, norm=_check_norm("ifftn", norm))
 
 
+rfft_p = _transform("rfft", _rfft_vjp)
+
+
+@op.entry(rfft_p)
 def rfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The one-dimensional discrete Fourier transform of a real array: the
     ``n // 2 + 1`` non-negative frequencies.
@@ -385,9 +394,13 @@ def rfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
         >>> xg.grad(lambda x: xg.sum(xg.real(xg.fft.rfft(x))))(np.array([1.0, 2.0, 3.0, 4.0]))
         array([3., 0., 1., 0.])
     """
-    return apply(_rfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("rfft", norm)})
+    return rfft_p.bind(x, n=n, axis=axis, norm=_check_norm("rfft", norm))
 
 
+irfft_p = _transform("irfft", _irfft_vjp)
+
+
+@op.entry(irfft_p)
 def irfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The inverse of [`rfft`][xpgrad.ops.fft.rfft]: a real signal of length ``n`` (default
     ``2 * (m - 1)``) from the ``m`` non-negative frequencies in ``x``.
@@ -403,9 +416,13 @@ def irfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "ba
         >>> xg.grad(lambda x: xg.fft.irfft(x)[0])(np.array([4.0, 0.0, 0.0], dtype=complex))
         array([0.25+0.j, 0.5 +0.j, 0.25+0.j])
     """
-    return apply(_irfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("irfft", norm)})
+    return irfft_p.bind(x, n=n, axis=axis, norm=_check_norm("irfft", norm))
 
 
+rfftn_p = _transform("rfftn", _rfftn_vjp, _along_axes)
+
+
+@op.entry(rfftn_p)
 def rfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: Norm = "backward") -> Array:
     """The n-dimensional discrete Fourier transform of a real array; the last axis
@@ -418,9 +435,13 @@ def rfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | 
                 [0.+0.j, 0.+0.j, 0.+0.j]], dtype=complex128, device=cpu)
     """
     s_, axes_ = _nd_params("rfftn", x, s, axes)
-    return apply(_rfftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("rfftn", norm)})
+    return rfftn_p.bind(x, s=s_, axes=axes_, norm=_check_norm("rfftn", norm))
 
 
+irfftn_p = _transform("irfftn", _irfftn_vjp, _along_axes)
+
+
+@op.entry(irfftn_p)
 def irfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: Norm = "backward") -> Array:
     """The inverse of [`rfftn`][xpgrad.ops.fft.rfftn]: a real array; the last axis of ``axes`` gets
@@ -433,9 +454,13 @@ def irfftn(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] |
                 [1., 1., 1., 1.]], dtype=float64, device=cpu)
     """
     s_, axes_ = _nd_params("irfftn", x, s, axes, c2r=True)
-    return apply(_irfftn, (x,), {"s": s_, "axes": axes_, "norm": _check_norm("irfftn", norm)})
+    return irfftn_p.bind(x, s=s_, axes=axes_, norm=_check_norm("irfftn", norm))
 
 
+hfft_p = _transform("hfft", _hfft_vjp)
+
+
+@op.entry(hfft_p)
 def hfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The discrete Fourier transform of a signal with Hermitian symmetry, given by
     its first half ``x``: a real array of length ``n`` (default ``2 * (m - 1)``).
@@ -448,9 +473,13 @@ def hfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "bac
         >>> xg.fft.hfft(xg.asarray([1.0, 0.0, 0.0], dtype=xg.complex128))
         Tensor([1., 1., 1., 1.], dtype=float64, device=cpu)
     """
-    return apply(_hfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("hfft", norm)})
+    return hfft_p.bind(x, n=n, axis=axis, norm=_check_norm("hfft", norm))
 
 
+ihfft_p = _transform("ihfft", _ihfft_vjp)
+
+
+@op.entry(ihfft_p)
 def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:
     """The inverse of [`hfft`][xpgrad.ops.fft.hfft]: the first ``n // 2 + 1`` bins of the inverse
     transform of a real array.
@@ -460,7 +489,7 @@ def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "ba
         >>> xg.fft.ihfft(xg.asarray([1.0, 1.0, 1.0, 1.0]))
         Tensor([1.-0.j, 0.-0.j, 0.-0.j], dtype=complex128, device=cpu)
     """
-    return apply(_ihfft, (x,), {"n": n, "axis": axis, "norm": _check_norm("ihfft", norm)})
+    return ihfft_p.bind(x, n=n, axis=axis, norm=_check_norm("ihfft", norm))
 
 
 # (view: a shift over no axis is the input itself on Dask)
@@ -493,6 +522,7 @@ def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
 
 
 # ---------------------------------------------------------------- creation
+@op.creation()
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
     """The sample frequencies of [`fft`][xpgrad.ops.fft.fft] for a signal of ``n`` samples spaced ``d``.
 
@@ -511,6 +541,7 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None)
     return _create("fftfreq", xp, dev, dt, xp.fft.fftfreq, n, d=d)
 
 
+@op.creation()
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
     """The sample frequencies of [`rfft`][xpgrad.ops.fft.rfft] (the ``n // 2 + 1`` non-negative ones).
 
@@ -522,10 +553,6 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None
     p, xp, dev = _where(device, "rfftfreq")
     dt = _dt(dtype, xp, "rfftfreq") if dtype is not None else _float_default(p, xp)
     return _create("rfftfreq", xp, dev, dt, xp.fft.rfftfreq, n, d=d)
-
-
-declare("fftfreq", "creates an array from Python numbers: no array input")
-declare("rfftfreq", "creates an array from Python numbers: no array input")
 
 
 op.check_all(__all__)

@@ -46,9 +46,8 @@ def _names() -> list[tuple[str, str, str, bool]]:
     rows = [(n, chapter, n, True) for chapter, names in CHAPTERS.items() for n in names]
     rows += [(f"linalg.{n}", "linalg", n, True) for n in LINALG]
     rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
-    shown = {r[0] for r in rows}
-    prims = {r[2] for r in rows}  # (the linalg and fft entries are named as their primitives: inv is linalg.inv's row)
-    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values() if op.name not in shown and op.prim.name not in prims]
+    # (an entry of the standard is its row above, under the standard's name: inv is linalg.inv's row)
+    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values() if op.standard_name is None]
     # and the special functions whose primitive is still written by hand (polygamma, the reductions)
     import xpgrad.special
     from xpgrad.autograd._core import PRIMITIVES

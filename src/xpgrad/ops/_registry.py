@@ -48,11 +48,12 @@ from typing import Any, TypeVar
 
 from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .._spec import CHAPTERS, FFT, LINALG
 from ..autograd._batching_util import pointwise as _pointwise_rule
 from ..autograd._core import _NOARG, PRIMITIVES, Primitive, apply, apply2, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
-__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of", "subscribe"]
+__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Domain = tuple[float, float] | Sequence[tuple[float, float]]
@@ -95,11 +96,18 @@ class Inputs:
             computes it by a formula (``special.rel_entr``).
         order2: also check second order.
         rtol: tolerance of the finite-difference check.
+        params: for a function with parameters (a `Chapter.function` entry), each
+            keyword parameter's kind, drawn for argument 0's shape: ``"axis"`` (an axis,
+            possibly negative), ``"axis?"`` (None or an axis), ``"axes?"`` (None, an axis
+            or a tuple of distinct axes, as a reduction takes), ``"bool"``.
+        min_dims: the fewest dimensions of the arguments.
 
     Examples:
         >>> from xpgrad.ops._registry import Inputs
         >>> Inputs(domain=(0.1, 3.0)).complex
         True
+        >>> Inputs(params={"axis": "axes?", "keepdims": "bool"}).params["axis"]
+        'axes?'
     """
 
     domain: Domain = (-2.0, 2.0)
@@ -110,6 +118,18 @@ class Inputs:
     torch: str | Callable[..., Any] | None = None
     order2: bool = True
     rtol: float = 1e-5
+    params: dict[str, str] | None = None
+    min_dims: int = 0
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in (self.params or {}).items() if v not in _PARAM_KINDS}
+        if bad:
+            msg = f"Inputs: params kinds are {sorted(_PARAM_KINDS)}; got {bad}"
+            raise XpgradValueError(msg)
+
+
+#: the kinds of parameter `Inputs.params` can draw
+_PARAM_KINDS = frozenset({"axis", "axis?", "axes?", "bool"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,12 +170,27 @@ class Op:
         """The attribute name in its module (``erf`` for ``special.erf``)."""
         return self.name.rsplit(".", 1)[-1]
 
+    @property
+    def standard_name(self) -> str | None:
+        """Its name in the array API standard (``sin``, ``linalg.inv``, ``fft.fftshift``), or
+        None for a function beyond it (``special.erf``, a plugin's): the standard-or-extension
+        fact, read from src/xpgrad/_spec.py by the entry's chapter.
+
+        Examples:
+            >>> from xpgrad.ops._registry import REGISTRY
+            >>> REGISTRY["sin"].standard_name, REGISTRY["special.erf"].standard_name
+            ('sin', None)
+        """
+        n = self.public_name
+        if self.chapter in ("linalg", "fft"):
+            return f"{self.chapter}.{n}" if n in (LINALG if self.chapter == "linalg" else FFT) else None
+        return n if n in CHAPTERS.get(self.chapter, ()) else None
+
 
 #: name -> Op, in declaration order
 REGISTRY: dict[str, Op] = {}
 #: an entry's public function -> its primitive (`prim_of`)
 _PRIMS: dict[Callable[..., Any], Primitive] = {}
-_LISTENERS: list[tuple[Callable[[Op], None], Callable[[Op], None]]] = []
 
 
 def prim_of(fn: Callable[..., Any]) -> Primitive:
@@ -173,25 +208,6 @@ def prim_of(fn: Callable[..., Any]) -> Primitive:
         msg = f"prim_of: {fn!r} is not the public function of a registry entry"
         raise XpgradValueError(msg)
     return p
-
-
-def subscribe(added: Callable[[Op], None], removed: Callable[[Op], None]) -> None:
-    """Call ``added(op)`` for every registered operation, now and when one is added later,
-    and ``removed(op)`` when one is removed (a throwaway entry of a test). How derived
-    tables that live above the registry stay complete.
-
-    Examples:
-        >>> from xpgrad.ops._registry import subscribe
-        >>> seen = []
-        >>> subscribe(lambda op: seen.append(op.name), lambda op: None)
-        >>> "sin" in seen
-        True
-        >>> from xpgrad.ops import _registry
-        >>> _ = _registry._LISTENERS.pop()  # (the example's listener leaves again)
-    """
-    _LISTENERS.append((added, removed))
-    for op in list(REGISTRY.values()):
-        added(op)
 
 
 # ---------------------------------------------------------------- derived rules
@@ -481,6 +497,7 @@ class Chapter:
         arrays: int | str = 1,
         params: dict[str, Callable[[Any], Any]] | None = None,
         chapter: str | None = None,
+        test: Inputs | None = None,
         fuzz: str | tuple[str, str] | None = None,
         **opts: Any,
     ) -> Callable[[F], F]:
@@ -503,13 +520,14 @@ class Chapter:
                 ``*arrays`` parameter. The others reach ``fwd`` and the rules as keywords.
             params: per parameter, what it goes through first (``{"shape": tuple}``).
             chapter: the standard's chapter where it differs from the module's.
+            test: how property tests draw its inputs, its parameters included
+                (`Inputs.params`); None: its rule tests are written in
+                ``tests/cases/<chapter>.py``, where its parameters need strategies of their own.
             fuzz: the differential fuzzer's template (see `Op`).
             opts: the primitive's options (``save``, ``save_ans``, ``nondiff``,
                 ``zero_grad``, ``view``, ``multi``, ``check_dtype``,
                 ``data_dependent_shape``, ``unbatchable``: see
                 [`Primitive`][xpgrad.autograd.Primitive]).
-
-        Its rule tests are written in ``tests/cases/<chapter>.py`` (the parameters need strategies).
 
         Examples:
             >>> from xpgrad.ops._registry import REGISTRY
@@ -534,7 +552,7 @@ class Chapter:
             public = _generate(decl, name, prim, arrays, params)
             n = -1 if isinstance(arrays, str) else arrays
             self._enter(Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch=None,
-                           test=None, fuzz=fuzz, module=self.module), decl)
+                           test=test, fuzz=fuzz, module=self.module), decl)
             return public  # type: ignore[return-value]
 
         return register
@@ -558,8 +576,6 @@ class Chapter:
         _PRIMS[entry.fn] = entry.prim
         self._names.append(decl.__name__)
         _install(entry, declared_in=decl.__module__)
-        for added, _ in _LISTENERS:
-            added(entry)
 
 
 def _rules(what: str, args: tuple[str, ...], d: Any, vjp: Sequence[Any] | None, jvp: Sequence[Any] | None,
@@ -642,8 +658,6 @@ def remove(name: str) -> None:
     if op is None:
         msg = f"registry.remove: no operation named {name!r}"
         raise XpgradValueError(msg)
-    for _, removed in _LISTENERS:
-        removed(op)
     del REGISTRY[name]
     _PRIMS.pop(op.fn, None)
     PRIMITIVES.pop(op.prim.name, None)

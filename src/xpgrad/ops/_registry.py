@@ -25,14 +25,18 @@ From it the registry makes
 - the public function, generated with the declared signature (the one line a hand-written
   wrapper has: ``return apply2(prim, x, _NOARG, NOKW)``), in the declaring module, so
   that its doctest runs and ``inspect`` and type checkers see the declaration;
-- an `Op` in `REGISTRY`, against which the chapter's ``__all__`` is checked
-  (`Chapter.check_all`), and from which the coverage page (docs/gen_coverage.py), the rule tests'
-  cases (`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
-  by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
+- an `Op` in `REGISTRY`, with its facts (chapter, `Op.standard_name`: the standard's
+  name or None beyond it, view, data-dependent shape), against which the chapter's
+  ``__all__`` is checked (`Chapter.check_all`), and from which the coverage page
+  (docs/gen_coverage.py), the rule tests' cases (``test=``, an `Inputs`, read by
+  tests/_cases.py), the fuzz ops (``fuzz=`` templates, read by tests/_fuzz.py), the
+  conformance calls (conformance/_calls.py) and the completeness tests are derived.
 
-Adding a pointwise operation is one entry. Any other takes, besides its entry (with its
-batching rule), its rule tests' case in ``tests/cases/`` and, to be fuzzed, a fuzz op and
-a conformance call (tests/_fuzz.py, conformance/_calls.py).
+Adding an operation is one entry in its chapter's module: a pointwise one its
+derivative, any other its rules and its batching rule, written beside it, and
+``test=Inputs(params=...)`` for how tests draw its parameters. Only a parameter whose
+valid values no `Inputs.params` kind says (``reshape``'s ``shape``) needs a hand-written
+case in ``tests/cases/`` and conformance call (docs/adding-an-operation.md).
 tests/test_registry.py adds throwaway entries, pointwise and not, and finds them everywhere.
 """
 

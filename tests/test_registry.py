@@ -433,6 +433,12 @@ def test_a_bad_declaration_says_what_is_wrong(kw: dict[str, Any], match: str) ->
     assert "bad_throwaway" not in REGISTRY and "bad_throwaway" not in PRIMITIVES
 
 
+def test_inputs_refuse_a_parameter_kind_they_cannot_draw() -> None:
+    with pytest.raises(xg.XpgradValueError, match=r"Inputs: params kinds are .*; got \{'axis': 'shape'\}"):
+        Inputs(params={"axis": "shape"})
+    assert Inputs(params={"axis": "axis", "keepdims": "bool"}).params == {"axis": "axis", "keepdims": "bool"}
+
+
 def test_a_declaration_body_is_its_docstring_and_has_an_example() -> None:
     op = Chapter("elementwise", module="tests.test_registry")
 

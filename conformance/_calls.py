@@ -16,7 +16,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from xpgrad._spec import CHAPTERS
 from xpgrad.ops._registry import REGISTRY
 
 Strategy = Callable[[Any, Any], st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]]
@@ -448,12 +447,50 @@ def _sum_extra(x: Any) -> st.SearchStrategy[dict[str, Any]]:
     return st.just({})
 
 
+def _param(draw: Any, kind: str, ndim: int) -> Any:
+    """A keyword parameter of a kind ``Inputs.params`` names (``"axis"``, ``"axis?"``, ``"axes?"``, ``"bool"``)."""
+    if kind == "bool":
+        return draw(st.booleans())
+    return _axis(draw, ndim, tuple_ok=kind == "axes?", none_ok=kind != "axis")
+
+
+def _with_params(kinds: dict[str, str], min_dims: int) -> Strategy:
+    """The call of an entry whose ``Inputs`` says how its parameters are drawn: one array."""
+
+    @st.composite
+    def strat(draw: Any, xps: Any, bxp: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        x = draw(_small(xps, min_dims=max(min_dims, 1 if "axis" in kinds.values() else 0)))
+        return (x,), {k: _param(draw, kind, x.ndim) for k, kind in kinds.items()}
+
+    return strat
+
+
+def _derived(op: Any) -> Strategy | None:
+    """The call an entry's facts give: a pointwise function's one or two arrays by its
+    declaration; a function with ``Inputs.params``, one array and those parameters."""
+    if op.batch == "pointwise" and op.nargs in (1, 2):
+        return _binary if op.nargs == 2 else _unary
+    if op.test is not None and op.test.params and op.nargs == 1:
+        return _with_params(op.test.params, op.test.min_dims)
+    return None
+
+
 CALLS: dict[str, Strategy] = {}
-# the registry's pointwise entries: one or two array arguments by their declaration
-for _op in REGISTRY.values():
-    if _op.chapter == "elementwise" and _op.name in CHAPTERS["elementwise"]:
-        CALLS[_op.name] = _binary if _op.nargs == 2 else _unary
-CALLS.update({
+
+
+def from_registry() -> None:
+    """``CALLS`` again from the registry's entries as they are now (a test's throwaway entry
+    included, or gone), then the hand-written calls (`HAND`), which win."""
+    CALLS.clear()
+    for op in REGISTRY.values():
+        call = _derived(op)
+        if call is not None:
+            CALLS[op.standard_name or op.name] = call
+    CALLS.update(HAND)
+
+
+#: the calls no entry's facts give (parameters with constraints of their own, value ranges)
+HAND: dict[str, Strategy] = {
     "clip": _clip, "round": _round, "where": _where,
     # statistical, utility, searching reductions
     "max": _reduction(lambda xps: _ok(xps.real_dtypes())), "min": _reduction(lambda xps: _ok(xps.real_dtypes())),
@@ -481,7 +518,8 @@ CALLS.update({
     "arange": _arange, "asarray": _asarray, "empty": _from_shape, "zeros": _from_shape, "ones": _from_shape,
     "full": _full, "empty_like": _like, "zeros_like": _like, "ones_like": _like, "full_like": _full_like,
     "eye": _eye, "linspace": _linspace, "meshgrid": _meshgrid, "tril": _tri, "triu": _tri, "from_dlpack": _from_dlpack,
-})
+}
+from_registry()
 # functions whose output values are unspecified: compared by dtype, shape and device only
 UNSPECIFIED_VALUES = {"empty", "empty_like"}
 # functions that take no array (creation from Python values, dtype queries): xpgrad asks

@@ -46,11 +46,10 @@ def _names() -> list[tuple[str, str, str, bool]]:
     rows = [(n, chapter, n, True) for chapter, names in CHAPTERS.items() for n in names]
     rows += [(f"linalg.{n}", "linalg", n, True) for n in LINALG]
     rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
-    shown = {r[0] for r in rows}
-    prims = {r[2] for r in rows}  # (the linalg and fft entries are named as their primitives: inv is linalg.inv's row)
-    # (a query has no primitive: of the standard, it has its row above; an alias is its entry's row)
+    # (an entry of the standard is its row above, under the standard's name: inv is linalg.inv's row;
+    # a query or a creation has no primitive, an alias is its entry's row)
     rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values()
-             if op.prim is not None and op.kind != "alias" and op.name not in shown and op.prim.name not in prims]
+             if op.prim is not None and op.kind != "alias" and op.standard_name is None]
     return rows
 
 

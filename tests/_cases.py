@@ -147,13 +147,34 @@ def _apart(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]
     return [np.round(x1 / 0.2) * 0.2, np.round(x2 / 0.2) * 0.2 + 0.1]
 
 
+def draw_param(draw: Draw, kind: str, ndim: int) -> Any:
+    """One keyword parameter of a kind `Inputs.params` names, for an argument of ``ndim`` dimensions."""
+    if kind == "bool":
+        return draw(st.booleans())
+    axes = list(range(-ndim, ndim))
+    if kind == "axis":
+        return draw(st.sampled_from(axes))
+    choices: list[Any] = [None, *axes]
+    if kind == "axes?" and ndim:
+        picked = draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+        choices.append(tuple(a - ndim if draw(st.booleans()) else a for a in picked))
+    return draw(st.sampled_from(choices))
+
+
+def _param_draws(kinds: dict[str, str]) -> Callable[[Draw, list[tuple[int, ...]]], dict[str, Any]]:
+    def draw_params(draw: Draw, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
+        return {k: draw_param(draw, kind, len(shapes[0])) for k, kind in kinds.items()}
+
+    return draw_params
+
+
 def registry_case(op: Any) -> OpCase:
     """The rule tests' case of a registry entry (``xpgrad.ops._registry.Op``) from its
     ``test`` (an ``Inputs``): the function called through the namespace by its path, on
-    drawn shapes and values, compared with PyTorch's function of the same name (or
-    ``Inputs.torch``: a name or a formula)."""
+    drawn shapes, values and parameters (`Inputs.params`), compared with PyTorch's function
+    of the same name (or ``Inputs.torch``: a name or a formula)."""
     spec = op.test
-    path, n = op.name, op.nargs
+    n = op.nargs
     steps = ([_apart] if spec.apart else []) + ([away(spec.away)] if spec.away else [])
 
     def prepare(arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
@@ -162,14 +183,16 @@ def registry_case(op: Any) -> OpCase:
         return arrays
 
     tname = op.name if spec.torch is None else spec.torch
-    torch_fn = tname if callable(tname) else None if tname == "" else (lambda t, *a: _resolve(t, tname)(*a))
-    shapes = broadcast_shapes(n) if spec.shapes == "broadcast" else same_shape(n)
-    # the standard's functions through the namespace (the backend's own, then xpgrad's);
-    # the ones beyond it (special.erf) are xpgrad's on either
-    fn = (lambda xp, *a: _resolve(xp, path)(*a)) if op.module.startswith("xpgrad.ops.") else (lambda xp, *a: op.fn(*a))
-    return OpCase(op.name, fn, nargs=n, shapes=shapes, domain=spec.domain,
-                  torch_fn=torch_fn, torch_skip="" if torch_fn else "PyTorch has no counterpart", order2=spec.order2,
-                  complex=spec.complex, rtol=spec.rtol, prepare=prepare if steps else None)
+    torch_fn = tname if callable(tname) else None if tname == "" else (lambda t, *a, **kw: _resolve(t, tname)(*a, **kw))
+    min_dims = max(spec.min_dims, 1 if "axis" in (spec.params or {}).values() else 0)
+    shapes = broadcast_shapes(n, min_dims) if spec.shapes == "broadcast" else same_shape(n, min_dims)
+    # a function of the standard through the namespace (the backend's own, then xpgrad's);
+    # one beyond it (special.erf, a plugin's) is xpgrad's on either
+    path = op.standard_name
+    fn = (lambda xp, *a, **kw: _resolve(xp, path)(*a, **kw)) if path is not None else (lambda xp, *a, **kw: op.fn(*a, **kw))
+    return OpCase(op.name, fn, nargs=n, shapes=shapes, params=_param_draws(spec.params) if spec.params else no_params,
+                  domain=spec.domain, torch_fn=torch_fn, torch_skip="" if torch_fn else "PyTorch has no counterpart",
+                  order2=spec.order2, complex=spec.complex, rtol=spec.rtol, prepare=prepare if steps else None)
 
 
 def registry_cases() -> list[OpCase]:

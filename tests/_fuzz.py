@@ -387,12 +387,19 @@ def _binary(name: str, tpl: str, *covers: str, torch_tpl: str | None = None) -> 
     _op(name, *(covers or (name,)))(fn)
 
 
+#: the names of the fuzz ops made from registry entries (by `_from_registry`)
+_DERIVED: set[str] = set()
+
+
 def _from_registry() -> None:
-    """The fuzz ops of the registry's entries (``fuzz=`` templates): binary where the
-    template names ``{b}``, a pair when PyTorch spells it differently; they cover their
-    function and the ones the template calls through the namespace."""
+    """The fuzz ops of the registry's entries as they are now (``fuzz=`` templates; a removed
+    entry's op goes): binary where the template names ``{b}``, a pair when PyTorch spells it
+    differently; they cover their function and the ones the template calls through the namespace."""
     from xpgrad.ops._registry import REGISTRY
 
+    for name in _DERIVED - set(REGISTRY):
+        OPS.pop(name, None)
+    _DERIVED.intersection_update(REGISTRY)
     for op in REGISTRY.values():
         if op.fuzz is None:
             continue
@@ -402,6 +409,7 @@ def _from_registry() -> None:
             _binary(op.name, tpl, *covers, torch_tpl=ttpl)
         else:
             _unary(op.name, tpl, *covers, torch_tpl=ttpl)
+        _DERIVED.add(op.name)
 
 
 _from_registry()

@@ -54,6 +54,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import array_api_compat
+
 from ._dispatch import backend_namespace
 from ._exceptions import InPlaceModificationError, XpgradRuntimeError, XpgradTypeError
 from ._policy import _policy_scope, current_policy
@@ -516,8 +518,6 @@ def _forward(f: Callable[..., Any], name: str, preserve_rng_state: bool, args: t
     # every version counter of what f's nodes saved (arguments, closed-over constants and
     # parameters, intermediates), with its value now: backward checks them before recomputing
     call.versions = [(b, b[0]) for b in boxes.values()]
-    import array_api_compat
-
     data_outs = [o.data for o in outs]
     xp = backend_namespace(*data_outs)
     call.where = (xp, array_api_compat.device(data_outs[0]))

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
+import array_api_compat
+
 from ._dispatch import backend_namespace, check_devices, raw_array
 from ._dtypes import dtype_name, is_float
 from ._exceptions import NonDifferentiableError, XpgradRuntimeError, XpgradTypeError, XpgradValueError
@@ -86,8 +88,6 @@ def _fmt(x: Any) -> str:
 
 
 def _device(d: Any) -> Any:
-    import array_api_compat
-
     return array_api_compat.device(d)
 
 

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import xpgrad as xg
 
 from . import nn
@@ -97,8 +99,6 @@ def load_digits_split(seed: int = 0, test_size: float = 0.2) -> tuple[Any, Any, 
     Pixels are float32 in [0, 1], shape ``(n, 64)``; labels are int64. The split is
     stratified and seeded, so every backend sees the same data.
     """
-    import numpy as np
-
     datasets = _require("sklearn.datasets", "scikit-learn")
     selection = _require("sklearn.model_selection", "scikit-learn")
     digits = datasets.load_digits()
@@ -208,8 +208,6 @@ def train(backend: str = "numpy", model: str = "mlp", epochs: int | None = None,
         XpgradValueError: an unknown backend or model, or a bad number.
         BackendNotInstalledError: the backend, or the ``demo`` extra, is not installed.
     """
-    import numpy as np
-
     if backend not in BACKENDS:
         msg = f"demo: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         raise XpgradValueError(msg)

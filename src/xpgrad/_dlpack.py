@@ -12,6 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import array_api_compat
+
 from ._exceptions import XpgradTypeError, XpgradValueError
 
 __all__ = ["dlpack_kwargs"]
@@ -81,7 +83,5 @@ def dlpack_kwargs(data: Any, stream: Any, max_version: Any, dl_device: Any, copy
                 msg = f"__dlpack__: copy must be True, False or None, got {copy!r}"
                 raise XpgradValueError(msg)
             if copy:
-                import array_api_compat
-
                 data = array_api_compat.array_namespace(data).asarray(data, copy=True)
     return data, kw

@@ -13,6 +13,8 @@ import builtins
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from ._dispatch import default_namespace
 from ._exceptions import DTypeUnavailableError, UnknownNameError
 
@@ -163,8 +165,6 @@ def _numpy_extension(f32: Any, name: str) -> Any:
     namespace does not name ``float16``, yet its arrays hold NumPy's), else None."""
     if f32 is None or type(f32) is not type or getattr(f32, "__module__", "") != "numpy":
         return None
-    import numpy as np
-
     return getattr(np, name, None)
 
 
@@ -176,8 +176,6 @@ def _register(obj: Any, name: str) -> None:
     # NumPy-like libraries spell an array's dtype differently from the namespace
     # attribute (np.dtype('float32') vs np.float32): register both spellings.
     if type(obj) is type and getattr(obj, "__module__", "") == "numpy":
-        import numpy as np
-
         nd = np.dtype(obj)
         _NAME_BY_TYPE.setdefault(type(nd), {})[nd] = name
 
@@ -280,8 +278,6 @@ def _slow_name(dt: Any, func: str = "dtype_name") -> str:
     # "dtype('float32')", "array_api_strict.float32") and check it round-trips.
     cand = ""
     try:  # NumPy-compatible dtypes and scalar types (NumPy, JAX, CuPy, Dask)
-        import numpy as np
-
         nd = np.dtype(dt)
         if nd.kind != "O":
             cand = nd.name

@@ -32,10 +32,12 @@ import collections
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import array_api_compat
+import numpy as np
 
 from . import tree_util
 from ._backends import library_of
@@ -96,8 +98,6 @@ def _cross(data: Any, xp: Any, device: Any, func: str = "move_array") -> Any:
             out = None
         if out is not None:
             return out
-    import numpy as np
-
     host = np.asarray(_to_numpy(data))
     if not host.flags.writeable or not host.flags.c_contiguous:
         host = np.array(host, order="C", copy=True)  # (not ascontiguousarray: it makes a 0-d array 1-d)
@@ -116,8 +116,6 @@ _COMPLEX_PARTS = {"F32": "complex64", "F64": "complex128"}  # what a "complex" t
 
 def _host(value: Any, where: str) -> Any:
     """A C-contiguous NumPy copy (or view) of ``value`` on the host, of the same shape (0-d stays 0-d)."""
-    import numpy as np
-
     data = value.data if isinstance(value, Tensor) else value
     try:
         host = np.asarray(_to_numpy(data))
@@ -158,8 +156,6 @@ def _encode(obj: Any, path: tuple[str, ...], tensors: dict[str, Any], flat: bool
         host = _host(obj, ".".join(path))
         ref: dict[str, Any] = {"t": name}
         if host.dtype.kind == "c":
-            import numpy as np
-
             real = np.float32 if host.dtype == np.complex64 else np.float64
             host = host.reshape((*host.shape, 1)).view(real)  # (view alone refuses 0-d arrays)
             ref["complex"] = True
@@ -410,8 +406,6 @@ def _not_safetensors(target: str) -> str | None:
     ``torch.save`` writes a zip archive holding ``data.pkl`` (older torch a bare pickle),
     ``np.savez`` a zip of ``.npy`` files, ``np.save`` a ``.npy`` file.
     """
-    import zipfile
-
     try:
         with open(target, "rb") as fh:
             head = fh.read(8)
@@ -472,8 +466,6 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         ...     xg.load(path)["b"]
         Tensor([0.5], dtype=float64, device=CPU_DEVICE)
     """
-    import numpy as np
-
     _safetensors()
     target = os.fspath(path)
     if not os.path.exists(target):

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, TypeVar
 
+import array_api_compat
+
 from ._backends import load_namespace, resolve_device
 from ._dispatch import backend_namespace, set_default_namespace
 from ._dtypes import EXTENSION_DTYPE_NAMES, DType, dtype, dtype_name, kind, x64_hint
@@ -196,8 +198,6 @@ def _namespace_of(spec: Any, func: str) -> tuple[ModuleType, Any]:
             return load_namespace("numpy"), None
         return spec, None
     if hasattr(spec, "__array_namespace__") or hasattr(spec, "shape"):
-        import array_api_compat
-
         return array_api_compat.array_namespace(spec), array_api_compat.device(spec)
     msg = (
         f"{func}: xp must be a namespace module, a library name, an array or a DevicePolicy, "

@@ -37,6 +37,8 @@ under eager ``grad``.
 from __future__ import annotations
 
 import contextvars
+import copy
+import linecache
 import math
 import operator
 import os
@@ -45,6 +47,7 @@ import types
 from typing import Any
 
 import array_api_compat
+import array_api_extra as xpx
 import numpy as np
 
 from ._exceptions import ConcretizationError, XpgradRuntimeError, XpgradTypeError
@@ -535,8 +538,6 @@ def _user_line() -> str:
         fn = f.f_code.co_filename
         # (xpgrad's generated code, the registry's functions, is named "<xpgrad registry: NAME>")
         if not fn.startswith(skip):
-            import linecache
-
             src = linecache.getline(fn, f.f_lineno).strip()
             where = f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
             if inner is not None:
@@ -1012,8 +1013,6 @@ def _holds_array(v: Any) -> bool:
 
 
 def _copy(x: Any) -> Any:
-    import copy
-
     return copy.copy(x)
 
 
@@ -1127,8 +1126,6 @@ def _functional_set(x: Any, key: Any, value: Any) -> Any:
 
     Recorded as an instruction that *rebinds* the value it updates (``rebinds``): the
     program's variable takes the new array, so later reads see the write."""
-    import array_api_extra as xpx
-
     return xpx.at(x, key).set(value, copy=True)
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import array_api_compat
+import numpy as np
+
 from ._dispatch import backend_namespace
 from ._dtypes import dtype_name, is_float
 from ._exceptions import XpgradValueError
@@ -32,8 +35,6 @@ def _to64(xp: Any, x: Any) -> Any:
 
 
 def _rand_like(xp: Any, x: Any, rng: Any) -> Any:
-    import numpy as np
-
     shape = tuple(x.shape)
     v = rng.standard_normal(shape)
     if dtype_name(x.dtype).startswith("complex"):
@@ -42,8 +43,6 @@ def _rand_like(xp: Any, x: Any, rng: Any) -> Any:
 
 
 def _dev(x: Any) -> Any:
-    import array_api_compat
-
     return array_api_compat.device(x)
 
 
@@ -94,8 +93,6 @@ def check_grads(
     if bad or not modes:
         msg = f"check_grads: modes must be a non-empty sequence of 'rev' and 'fwd', got {tuple(modes)!r}"
         raise XpgradValueError(msg)
-    import numpy as np
-
     raw = [_raw(a) for a in args]
     xp = backend_namespace(*raw, func="check_grads")
     raw = [_to64(xp, a) if hasattr(a, "dtype") else a for a in raw]

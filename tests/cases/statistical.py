@@ -80,10 +80,7 @@ _AT_LEAST_2 = same_shape(1, min_dims=1, min_side=2, max_side=3)
 _CUMULATIVE = same_shape(1, min_dims=1)
 
 CASES = [
-    OpCase("sum", lambda xp, x, **p: xp.sum(x, **p), params=axis_params(), complex=True,
-           torch_fn=lambda t, x, axis, keepdims: t.sum(x, dim=_dims(axis, x.ndim), keepdim=keepdims)),
-    OpCase("mean", lambda xp, x, **p: xp.mean(x, **p), params=axis_params(), complex=True,
-           torch_fn=lambda t, x, axis, keepdims: t.mean(x, dim=_dims(axis, x.ndim), keepdim=keepdims)),
+    # (sum and mean: their entries' Inputs, src/xpgrad/ops/statistical.py)
     # |x| <= sqrt(2): a product of up to 64 elements stays small enough for the central
     # differences (their error grows with the third derivative, about the product itself)
     OpCase("prod", lambda xp, x, **p: xp.prod(x, **p), params=axis_params(), complex=True, prepare=_zeros,

@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .. import _tracing
 from .._tracing import Tracer
 
@@ -44,8 +46,6 @@ _CHECKS: dict[type, Check] = {}
 
 
 def _numpy() -> Check:
-    import numpy as np
-
     nd, overlap = np.ndarray, np.may_share_memory
 
     def check(a: Any, b: Any) -> bool:
@@ -55,8 +55,6 @@ def _numpy() -> Check:
 
 
 def _strict() -> Check:
-    import numpy as np
-
     nd, overlap = np.ndarray, np.may_share_memory
 
     def check(a: Any, b: Any) -> bool:

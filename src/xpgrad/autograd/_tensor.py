@@ -7,6 +7,7 @@ Operators dispatch to the primitives registered in `PRIMITIVES`.
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 import sys
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import array_api_compat
+import numpy as np
 
 from .._backends import _device_text as _text_of_device
 from .._backends import resolve_device
@@ -402,8 +404,6 @@ class Tensor:
         return self._to_host("array")
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
-        import numpy as np
-
         out = self._to_host("array")
         return out if dtype is None else np.asarray(out, dtype=dtype)
 
@@ -532,8 +532,6 @@ class Tensor:
             body = repr(self.data)
         else:
             try:
-                import numpy as np
-
                 body = np.array2string(_to_numpy(self.data), separator=", ", prefix="Tensor(")
             except Exception:  # noqa: BLE001 - a backend we cannot copy to the host: show its repr
                 body = repr(self.data)
@@ -940,8 +938,6 @@ class Tensor:
                 f"(grad_fn={self._node!r}); deep-copy t.detach() instead"
             )
             raise XpgradRuntimeError(msg)
-        import copy
-
         data = copy.deepcopy(self.data, memo)
         new = _leaf(type(self), data, _copied_version(self._version, data, memo))
         new._requires_grad = self._requires_grad
@@ -1058,8 +1054,6 @@ def _precheck_update(name: str, before: Any, other: Any) -> None:
     if name != "matmul" and hasattr(other, "shape"):
         mine_shape, theirs_shape = tuple(before.shape), tuple(other.shape)
         if all(isinstance(n, int) for n in (*mine_shape, *theirs_shape)):
-            import numpy as np
-
             try:
                 shape = tuple(np.broadcast_shapes(mine_shape, theirs_shape))
             except ValueError:
@@ -1222,8 +1216,6 @@ def _left_the_array_api(t: Tensor) -> str:
     and names the first caller outside xpgrad and NumPy (a library, when it is installed
     code; a NumPy ufunc such as ``scipy.special.i0`` converts in C, so there it is the
     caller's own module)."""
-    import sys
-
     f: Any = sys._getframe(2)
     caller, where = "?", ""
     while f is not None:
@@ -1248,8 +1240,6 @@ def _left_the_array_api(t: Tensor) -> str:
 
 def _to_numpy(data: Any) -> Any:
     """A NumPy array (on the host) from any library's array on any device."""
-    import numpy as np
-
     try:
         return np.asarray(data)
     except (TypeError, ValueError, RuntimeError):

@@ -13,8 +13,12 @@ PyTorch's ``dim=`` is accepted as a keyword alias.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
+
+import array_api_compat
+import numpy as np
 
 from .. import _namespace as xg
 from .._dispatch import backend_namespace
@@ -85,8 +89,6 @@ def _bxp(x: Any) -> Any:
 
 
 def _device(x: Any) -> Any:
-    import array_api_compat
-
     return array_api_compat.device(_raw(x))
 
 
@@ -1081,8 +1083,6 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
 
 def _index_error(host: Any, n: int, ignore_index: int | None, func: str) -> XpgradIndexError:
     """The error for the first value of NumPy array ``host`` outside ``[0, n)`` (other than ``ignore_index``)."""
-    import numpy as np
-
     bad = _out_of_range(np, host, n, ignore_index)
     value = int(host[bad].flat[0])
     count = f"{int(np.count_nonzero(bad))} of {host.size}"
@@ -1102,8 +1102,6 @@ def _out_of_range(xp: Any, t: Any, n: int, ignore_index: int | None) -> Any:
 
 def _check_block(block: Any, n: int, ignore_index: int | None, func: str) -> Any:
     """A Dask block of indices, unchanged, once checked (runs when what depends on it is computed)."""
-    import numpy as np
-
     host = np.asarray(block)
     if host.size and _out_of_range(np, host, n, ignore_index).any():
         raise _index_error(host, n, ignore_index, func)
@@ -1124,12 +1122,8 @@ def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any
     without values, and they are not checked.
     """
     if is_lazy(t):
-        import functools
-
         check = functools.partial(_check_block, n=n, ignore_index=ignore_index, func=func)
         return t.map_blocks(check, dtype=t.dtype, token=f"{func}-check-indices")
-    import array_api_compat
-
     if array_api_compat.is_jax_array(t):
         import jax
 
@@ -1138,8 +1132,6 @@ def _check_indices(t: Any, n: int, ignore_index: int | None, func: str, bxp: Any
     if (array_api_compat.is_torch_array(t) and t.device.type == "meta") or is_tracer(t):
         return t  # (no values to check: a meta tensor, or an array xg.jit traces)
     if bool(bxp.any(_out_of_range(bxp, t, n, ignore_index))):
-        import numpy as np
-
         raise _index_error(np.asarray(_to_numpy(t)), n, ignore_index, func)
     return t
 

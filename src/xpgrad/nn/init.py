@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import array_api_compat
+
 from .. import _namespace as xg
 from .._dispatch import backend_namespace
 from .._dtypes import dtype_name
@@ -28,8 +30,6 @@ __all__ = [
 
 def _fill(tensor: Tensor, values: Any) -> Tensor:
     data = tensor.data
-    import array_api_compat
-
     arr = move_array(values, backend_namespace(data), array_api_compat.device(data), data.dtype)
     with no_grad():
         tensor[...] = arr

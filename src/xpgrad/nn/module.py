@@ -15,6 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+import array_api_compat
+
 from .._backends import library_of, resolve_device
 from .._dispatch import backend_namespace
 from .._dtypes import DType, dtype_name, is_float
@@ -922,8 +924,6 @@ def _is_dtype(v: Any) -> bool:
 
 
 def _device(data: Any) -> Any:
-    import array_api_compat
-
     return array_api_compat.device(data)
 
 

@@ -6,6 +6,8 @@ import functools
 import math
 from typing import Any
 
+import array_api_compat
+
 from .._dispatch import raw_array
 from .._dtypes import HALF_DTYPE_NAMES, DType, dtype, dtype_name, fast_name, promote_names
 from .._exceptions import UnknownNameError
@@ -314,8 +316,6 @@ def zeros_like_shape(xp: Any, like: Any, shape: tuple[int, ...], dtype: Any = No
     Works in both rule modes: on raw arrays it calls the backend; on Tensors it
     creates a constant Tensor on the same backend (not the policy's namespace).
     """
-    import array_api_compat
-
     if isinstance(like, Tensor):
         data = raw_array(like)  # (a batched one: its physical array's library and device)
         bxp = array_api_compat.array_namespace(data)

@@ -25,10 +25,12 @@ From it the registry makes
 - the public function, generated with the declared signature (the one line a hand-written
   wrapper has: ``return apply2(prim, x, _NOARG, NOKW)``), in the declaring module, so
   that its doctest runs and ``inspect`` and type checkers see the declaration;
-- an `Op` in `REGISTRY`, against which the chapter's ``__all__`` is checked
-  (`Chapter.check_all`), and from which the coverage page (docs/gen_coverage.py), the rule tests'
-  cases (`Inputs`, read by tests/cases), the fuzz ops (``fuzz=`` templates, read
-  by tests/_fuzz.py) and the conformance calls (conformance/_calls.py) are derived.
+- an `Op` in `REGISTRY`, with its facts (chapter, `Op.standard_name`: the standard's
+  name or None beyond it, view, data-dependent shape), against which the chapter's
+  ``__all__`` is checked (`Chapter.check_all`), and from which the coverage page
+  (docs/gen_coverage.py), the rule tests' cases (``test=``, an `Inputs`, read by
+  tests/_cases.py), the fuzz ops (``fuzz=`` templates, read by tests/_fuzz.py), the
+  conformance calls (conformance/_calls.py) and the completeness tests are derived.
 
 A declaration may also have a body (JAX's ``def sin(x): return sin_p.bind(x)``): one
 that checks or normalizes its arguments, or builds a named tuple, and then binds the
@@ -46,9 +48,11 @@ above. Pure queries (``finfo``, ``result_type``) are declared as such (`Chapter.
 `Op` of kind ``"query"``, no primitive), functions that make an array from Python numbers
 likewise (`Chapter.creation`), and a second name of an entry as an alias (`Chapter.alias`).
 
-Adding a pointwise operation is one entry. Any other takes, besides its entry (with its
-batching rule), its rule tests' case in ``tests/cases/`` and, to be fuzzed, a fuzz op and
-a conformance call (tests/_fuzz.py, conformance/_calls.py).
+Adding an operation is one entry in its chapter's module: a pointwise one its
+derivative, any other its rules and its batching rule, written beside it, and
+``test=Inputs(params=...)`` for how tests draw its parameters. Only a parameter whose
+valid values no `Inputs.params` kind says (``reshape``'s ``shape``) needs a hand-written
+case in ``tests/cases/`` and conformance call (docs/adding-an-operation.md).
 tests/test_registry.py adds throwaway entries, pointwise and not, and finds them everywhere.
 """
 
@@ -64,11 +68,12 @@ from typing import Any, TypeVar
 
 from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
+from .._spec import CHAPTERS, FFT, LINALG
 from ..autograd._batching_util import pointwise as _pointwise_rule
 from ..autograd._core import _NOARG, DECLARED, PRIMITIVES, Primitive, apply, apply2, declare, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
-__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of", "subscribe"]
+__all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Domain = tuple[float, float] | Sequence[tuple[float, float]]
@@ -111,11 +116,18 @@ class Inputs:
             computes it by a formula (``special.rel_entr``).
         order2: also check second order.
         rtol: tolerance of the finite-difference check.
+        params: for a function with parameters (a `Chapter.function` entry), each
+            keyword parameter's kind, drawn for argument 0's shape: ``"axis"`` (an axis,
+            possibly negative), ``"axis?"`` (None or an axis), ``"axes?"`` (None, an axis
+            or a tuple of distinct axes, as a reduction takes), ``"bool"``.
+        min_dims: the fewest dimensions of the arguments.
 
     Examples:
         >>> from xpgrad.ops._registry import Inputs
         >>> Inputs(domain=(0.1, 3.0)).complex
         True
+        >>> Inputs(params={"axis": "axes?", "keepdims": "bool"}).params["axis"]
+        'axes?'
     """
 
     domain: Domain = (-2.0, 2.0)
@@ -126,6 +138,18 @@ class Inputs:
     torch: str | Callable[..., Any] | None = None
     order2: bool = True
     rtol: float = 1e-5
+    params: dict[str, str] | None = None
+    min_dims: int = 0
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in (self.params or {}).items() if v not in _PARAM_KINDS}
+        if bad:
+            msg = f"Inputs: params kinds are {sorted(_PARAM_KINDS)}; got {bad}"
+            raise XpgradValueError(msg)
+
+
+#: the kinds of parameter `Inputs.params` can draw
+_PARAM_KINDS = frozenset({"axis", "axis?", "axes?", "bool"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,12 +197,27 @@ class Op:
         """The attribute name in its module (``erf`` for ``special.erf``)."""
         return self.name.rsplit(".", 1)[-1]
 
+    @property
+    def standard_name(self) -> str | None:
+        """Its name in the array API standard (``sin``, ``linalg.inv``, ``fft.fftshift``), or
+        None for a function beyond it (``special.erf``, a plugin's): the standard-or-extension
+        fact, read from src/xpgrad/_spec.py by the entry's chapter.
+
+        Examples:
+            >>> from xpgrad.ops._registry import REGISTRY
+            >>> REGISTRY["sin"].standard_name, REGISTRY["special.erf"].standard_name
+            ('sin', None)
+        """
+        n = self.public_name
+        if self.chapter in ("linalg", "fft"):
+            return f"{self.chapter}.{n}" if n in (LINALG if self.chapter == "linalg" else FFT) else None
+        return n if n in CHAPTERS.get(self.chapter, ()) else None
+
 
 #: name -> Op, in declaration order
 REGISTRY: dict[str, Op] = {}
 #: an entry's public function -> its primitive (`prim_of`)
 _PRIMS: dict[Callable[..., Any], Primitive] = {}
-_LISTENERS: list[tuple[Callable[[Op], None], Callable[[Op], None]]] = []
 
 
 def prim_of(fn: Callable[..., Any]) -> Primitive:
@@ -196,25 +235,6 @@ def prim_of(fn: Callable[..., Any]) -> Primitive:
         msg = f"prim_of: {fn!r} is not the public function of a registry entry"
         raise XpgradValueError(msg)
     return p
-
-
-def subscribe(added: Callable[[Op], None], removed: Callable[[Op], None]) -> None:
-    """Call ``added(op)`` for every registered operation, now and when one is added later,
-    and ``removed(op)`` when one is removed (a throwaway entry of a test). How derived
-    tables that live above the registry stay complete.
-
-    Examples:
-        >>> from xpgrad.ops._registry import subscribe
-        >>> seen = []
-        >>> subscribe(lambda op: seen.append(op.name), lambda op: None)
-        >>> "sin" in seen
-        True
-        >>> from xpgrad.ops import _registry
-        >>> _ = _registry._LISTENERS.pop()  # (the example's listener leaves again)
-    """
-    _LISTENERS.append((added, removed))
-    for op in list(REGISTRY.values()):
-        added(op)
 
 
 # ---------------------------------------------------------------- derived rules
@@ -504,6 +524,7 @@ class Chapter:
         arrays: int | str = 1,
         params: dict[str, Callable[[Any], Any]] | None = None,
         chapter: str | None = None,
+        test: Inputs | None = None,
         fuzz: str | tuple[str, str] | None = None,
         **opts: Any,
     ) -> Callable[[F], F]:
@@ -526,13 +547,14 @@ class Chapter:
                 ``*arrays`` parameter. The others reach ``fwd`` and the rules as keywords.
             params: per parameter, what it goes through first (``{"shape": tuple}``).
             chapter: the standard's chapter where it differs from the module's.
+            test: how property tests draw its inputs, its parameters included
+                (`Inputs.params`); None: its rule tests are written in
+                ``tests/cases/<chapter>.py``, where its parameters need strategies of their own.
             fuzz: the differential fuzzer's template (see `Op`).
             opts: the primitive's options (``save``, ``save_ans``, ``nondiff``,
                 ``zero_grad``, ``view``, ``multi``, ``check_dtype``,
                 ``data_dependent_shape``, ``unbatchable``: see
                 [`Primitive`][xpgrad.autograd.Primitive]).
-
-        Its rule tests are written in ``tests/cases/<chapter>.py`` (the parameters need strategies).
 
         Examples:
             >>> from xpgrad.ops._registry import REGISTRY
@@ -546,7 +568,7 @@ class Chapter:
             public = _generate(decl, name, prim, arrays, params)
             n = -1 if isinstance(arrays, str) else arrays
             self._enter(Op(name=name, chapter=chapter or self.chapter, fn=public, prim=prim, nargs=n, batch=None,
-                           test=None, fuzz=fuzz, module=self.module), decl)
+                           test=test, fuzz=fuzz, module=self.module), decl)
             return public  # type: ignore[return-value]
 
         return register
@@ -741,8 +763,6 @@ class Chapter:
         REGISTRY[full] = entry
         self._names.append(name)
         _install(entry, declared_in=sys._getframe(1).f_globals.get("__name__", ""))
-        for added, _ in _LISTENERS:
-            added(entry)
         return fn
 
     def _check(self, decl: Callable[..., Any], *, body: bool = False, prim: Primitive | None = None) -> tuple[str, str]:
@@ -766,8 +786,6 @@ class Chapter:
             _PRIMS[entry.fn] = entry.prim
         self._names.append(decl.__name__)
         _install(entry, declared_in=decl.__module__)
-        for added, _ in _LISTENERS:
-            added(entry)
 
 
 def _rules(what: str, args: tuple[str, ...], d: Any, vjp: Sequence[Any] | None, jvp: Sequence[Any] | None,
@@ -850,8 +868,6 @@ def remove(name: str) -> None:
     if op is None:
         msg = f"registry.remove: no operation named {name!r}"
         raise XpgradValueError(msg)
-    for _, removed in _LISTENERS:
-        removed(op)
     del REGISTRY[name]
     if op.kind != "alias":  # (an alias's function and primitive stay its entry's)
         _PRIMS.pop(op.fn, None)

@@ -23,7 +23,7 @@ from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._batching_util import lndim, negative_axis, pad, pad_all, stacked_matrices
 from ..autograd._core import Primitive, apply
 from ._common import Array, Tensor, conj, fresh
-from ._registry import Chapter, prim_of
+from ._registry import Chapter, Inputs, prim_of
 from .elementwise import multiply
 from .manipulation import moveaxis, permute_dims, reshape, squeeze
 from .statistical import sum as _sum
@@ -35,7 +35,8 @@ op = Chapter("linear_algebra", module=__name__)
 
 # ---------------------------------------------------------------- matrix_transpose
 @op.function(batch=stacked_matrices, fwd=lambda xp, x: xp.matrix_transpose(x), vjp=(lambda xp, g, ans, x: xp.matrix_transpose(g),),
-             jvp=(lambda xp, t, ans, x: xp.matrix_transpose(t),), save=(), view=True)
+             jvp=(lambda xp, t, ans, x: xp.matrix_transpose(t),), save=(), view=True,
+             test=Inputs(min_dims=2, torch=lambda t, x: x.mT))
 def matrix_transpose(x: Array, /) -> Array:
     """Transpose the last two axes of ``x`` (a stack of matrices).
 

@@ -36,7 +36,7 @@ from ..autograd._batched import shift_axes, shift_axis
 from ..autograd._batching_util import along_axes, full, lndim, pad, pad_all, pointwise
 from ..autograd._core import Primitive
 from ._common import Array, Tensor, apply, declare, is_xpgrad, linear_jvp, primitive, zeros_like_shape
-from ._registry import Chapter, prim_of
+from ._registry import Chapter, Inputs, prim_of
 from .indexing import scatter_add, source_index
 
 __all__ = [
@@ -338,9 +338,14 @@ def moveaxis(x: Array, source: int | tuple[int, ...], destination: int | tuple[i
     """
 
 
+def _torch_flip(t: Any, x: Any, *, axis: Any) -> Any:
+    """PyTorch's flip (its tests' counterpart): ``dims`` always a tuple."""
+    return t.flip(x, dims=tuple(range(x.ndim)) if axis is None else (axis,) if isinstance(axis, int) else axis)
+
+
 @op.function(batch=along_axes, fwd=lambda xp, x, *, axis=None: xp.flip(x, axis=axis),
              vjp=(lambda xp, g, ans, x, *, axis=None: xp.flip(g, axis=axis),),
-             jvp="linear", save=(), view=True)
+             jvp="linear", save=(), view=True, test=Inputs(params={"axis": "axes?"}, torch=_torch_flip))
 def flip(x: Array, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
     """Reverse the order of the elements along ``axis`` (all axes by default).
 

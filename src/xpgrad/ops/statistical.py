@@ -28,7 +28,7 @@ from ._common import (
     times_inf,
     unit_from,
 )
-from ._registry import Chapter
+from ._registry import Chapter, Inputs
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 
@@ -81,7 +81,14 @@ def _sum_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, dtype: Any 
 
 
 # (check_dtype: sum, prod and the cumulative ones take dtype=, and an integer one is a constant)
-@op.function(batch=along_axes, fwd=_sum_fwd, vjp=(_sum_vjp,), jvp="linear", save=(), check_dtype=True)
+def _torch_dims(axis: Any, ndim: int) -> Any:
+    """``axis`` as PyTorch's reductions take it (its tests' counterpart): a tuple for all axes."""
+    return tuple(range(ndim)) if axis is None else axis
+
+
+@op.function(batch=along_axes, fwd=_sum_fwd, vjp=(_sum_vjp,), jvp="linear", save=(), check_dtype=True,
+             test=Inputs(params={"axis": "axes?", "keepdims": "bool"},
+                         torch=lambda t, x, *, axis, keepdims: t.sum(x, dim=_torch_dims(axis, x.ndim), keepdim=keepdims)))
 def sum(  # noqa: A001 - the standard's name
     x: Array, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None, keepdims: bool = False
 ) -> Array:
@@ -99,7 +106,9 @@ def _mean_vjp(xp: Any, g: Any, ans: Any, x: Any, *, axis: Any = None, keepdims: 
     return _expand_reduced(xp, g, shape, axis, keepdims) / _count(shape, _norm_axes(axis, len(shape)))
 
 
-@op.function(batch=along_axes, fwd=in_float32(lambda xp, x, **kw: xp.mean(x, **kw)), vjp=(_mean_vjp,), jvp="linear", save=())
+@op.function(batch=along_axes, fwd=in_float32(lambda xp, x, **kw: xp.mean(x, **kw)), vjp=(_mean_vjp,), jvp="linear", save=(),
+             test=Inputs(params={"axis": "axes?", "keepdims": "bool"},
+                         torch=lambda t, x, *, axis, keepdims: t.mean(x, dim=_torch_dims(axis, x.ndim), keepdim=keepdims)))
 def mean(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
     """Arithmetic mean over ``axis`` (all axes by default).
 

@@ -22,6 +22,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import array_api_compat
 import numpy as np
 
 from .. import _lazy
@@ -333,8 +334,6 @@ class Optimizer:
                            f"the parameter {tuple(p.shape)}")
                     raise XpgradValueError(msg)
                 if hasattr(v, "shape") and hasattr(v, "dtype"):
-                    import array_api_compat
-
                     dt = p.data.dtype if _is_floating(v) else None
                     v = move_array(v, backend_namespace(p.data), array_api_compat.device(p.data), dt, copy=True)
                     if dt is not None or len(v.shape):

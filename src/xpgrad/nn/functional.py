@@ -29,6 +29,7 @@ from ..autograd._batching_util import full, pointwise
 from ..autograd._core import Primitive
 from ..autograd._tensor import Tensor, _to_numpy
 from ..ops._common import apply, defjvp_from_vjp, is_half, primitive, scale
+from ..ops._native import _NATIVE_FNS, native_kernel
 from ..ops._registry import prim_of
 from ..ops.creation import zeros_like
 from ..ops.elementwise import where
@@ -1204,14 +1205,23 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
 # logits need not be saved. With ``create_graph`` the rule's ``logp`` is an output of this
 # very node, so its own VJP (``g - softmax * sum(g)``) and JVP make the rules exact at any
 # order. Standard calls only.
-def _log_softmax_fwd(xp: Any, x: Any, axis: int) -> Any:
-    """``log_softmax`` of the backend array ``x``: torch's own kernel on a torch tensor (one call,
-    not six: issue 30), the standard's composition elsewhere (and the reference the kernel is tested
-    against). The rules that use it are written against ``xp``, so higher order is unchanged."""
-    if type(x).__module__ == "torch":  # (a torch tensor: torch is imported already)
-        import torch
+def _torch_log_softmax(x: Any, axis: int) -> Any:
+    import torch
 
-        return torch.log_softmax(x, dim=axis)
+    return torch.log_softmax(x, dim=axis)
+
+
+_NATIVE_FNS["torch"]["log_softmax"] = _torch_log_softmax
+
+
+def _log_softmax_fwd(xp: Any, x: Any, axis: int) -> Any:
+    """``log_softmax`` of the backend array ``x``: the library's own kernel where the native-kernel
+    table has one (torch's: one call, not six; issue 30), the standard's composition elsewhere (and
+    the reference the kernel is tested against). The rules that use it are written against ``xp``,
+    so higher order is unchanged."""
+    f = native_kernel(xp, "log_softmax")
+    if f is not None:
+        return f(x, axis)
     s = x - xp.max(x, axis=axis, keepdims=True)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 

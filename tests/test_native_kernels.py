@@ -496,3 +496,28 @@ def test_layer_norm_vmap_and_jit_match(backend: Any, case: str) -> None:
                 _close(backend, j(*args), want)
         finally:
             conv_mod.USE_NATIVE[0] = True
+
+
+def test_fused_vjps_share_one_kernel_call_and_keep_nothing(backend: Any) -> None:
+    """The three gradients of attention (and layer_norm's) come from one backward call, handed to
+    the per-argument rules: right when only some arguments want gradients, on every backward pass
+    of a retained graph, and nothing is kept once the cotangent is freed (here a fresh array: the
+    square's; a cotangent the caller keeps, as ``c`` of ``sum(y * c)``, keeps the rest until the
+    next call)."""
+    import gc
+
+    from xpgrad.nn import functional as fmod
+
+    f, (q, k, v), c = _sdpa_setup(backend, "causal")
+    lf, (x, w, b), lc = _ln_setup(backend, "affine")
+    want_q = xg.grad(lambda q: xg.sum(f(q, k, v) ** 2 * c))(q)
+    want_x = xg.grad(lambda x: xg.sum(lf(x, w, b) ** 2 * lc))(x)
+    qt, xt = xg.asarray(q, requires_grad=True), xg.asarray(x, requires_grad=True)
+    loss = xg.sum(f(qt, k, v) ** 2 * c) + xg.sum(lf(xt, w, b) ** 2 * lc)
+    for n in (1, 2, 3):
+        loss.backward(retain_graph=True)
+        np.testing.assert_allclose(backend.to_numpy(qt.grad), n * backend.to_numpy(want_q), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(backend.to_numpy(xt.grad), n * backend.to_numpy(want_x), rtol=RTOL, atol=ATOL)
+    del loss
+    gc.collect()
+    assert not fmod._JOINT

@@ -14,6 +14,7 @@ PyTorch's ``dim=`` is accepted as a keyword alias.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 from .. import _namespace as xg
@@ -944,16 +945,34 @@ _JOINT: dict[str, list[Any]] = {}
 def _joint(name: str, i: int, key: tuple[Any, ...], compute: Any) -> Any:
     """Argument ``i``'s part of the gradients ``compute()`` returns for the call ``key`` (objects
     compared by identity), computed once for the node's rules; dropped once every part is taken,
-    or at the next call (a part taken already is computed again: another backward pass)."""
+    once the cotangent is freed, or at the next call (a part taken already is computed again:
+    another backward pass). The key is held by weak references where its objects allow."""
     last = _JOINT.get(name)
     if last is None or last[1][i] is None or len(last[0]) != len(key) \
-            or not all(a is b for a, b in zip(last[0], key, strict=True)):
-        last = _JOINT[name] = [key, list(compute())]
+            or not all(r() is b for r, b in zip(last[0], key, strict=True)):
+        last = _JOINT[name] = [tuple(_weak(a) for a in key), list(compute())]
+        cot = next((a for a in key if a is not None), None)  # (the cotangent: freed after the node's rules)
+        try:
+            weakref.finalize(cot, _drop_joint, name, last)
+        except TypeError:  # (not weakly referable: kept until the next call)
+            pass
     got = last[1]
     r, got[i] = got[i], None
     if all(x is None for x in got):
         del _JOINT[name]
     return r
+
+
+def _weak(a: Any) -> Any:
+    try:
+        return weakref.ref(a)
+    except TypeError:
+        return lambda: a
+
+
+def _drop_joint(name: str, entry: list[Any]) -> None:
+    if _JOINT.get(name) is entry:
+        del _JOINT[name]
 
 
 def _sdpa_vjp(i: int) -> Any:

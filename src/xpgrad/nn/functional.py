@@ -36,6 +36,7 @@ from ..ops._native import _NATIVE_FNS, native_kernel
 from ..ops._registry import prim_of
 from ..ops.creation import zeros_like
 from ..ops.elementwise import where
+from ..ops.indexing import _take_vjp
 from ..ops.statistical import sum as _sum
 from ..special import erf, expit
 from ._checks import _floating, check_dtype, check_float, check_indices
@@ -240,6 +241,78 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
     return input * (mask * (1.0 / (1.0 - p)))
 
 
+# embedding as one primitive, ``nn.embedding`` (the weight, then flat indices), on the libraries
+# with a kernel (issue 30): torch's ``embedding`` and ``embedding_dense_backward`` (the
+# composition's gradient, take's scatter-add, sorts the indices). Elsewhere, and as their
+# reference, the composition: ``take`` rows, the padding row's detached. The VJP is linear in
+# the cotangent: with ``create_graph`` it is the composition's own (take's VJP), any order.
+def _emb_fwd(xp: Any, w: Any, idx: Any, *, padding_idx: int | None) -> Any:
+    f = native_kernel(xp, "embedding")
+    return xp.take(w, idx, axis=0) if f is None else f(w, idx)
+
+
+def _emb_vjp(xp: Any, g: Any, ans: Any, w: Any, idx: Any, *, padding_idx: int | None) -> Any:
+    f = None if is_xpgrad(xp) else native_kernel(xp, "embedding_vjp")
+    if f is not None:
+        return f(g, idx, int(w.shape[0]), padding_idx)
+    if padding_idx is not None:
+        ri = _raw(idx)
+        keep = _bxp(ri).reshape(ri != padding_idx, (-1, 1))
+        g = xp.where(Tensor(keep) if is_xpgrad(xp) else keep, g, xp.zeros_like(g))
+    return _take_vjp(xp, g, None, w, idx, axis=0)
+
+
+def _emb_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """vmap: batched indices fold into one list; a batched weight's examples stack into one table
+    (each example's indices offset by its table's rows)."""
+    w, idx = xs
+    if not bs[0]:
+        s = tuple(int(d) for d in idx.shape)
+        out = apply(prim, (w, _op("reshape", idx, shape=(-1,))), kw)
+        return _op("reshape", out, shape=(*s, int(w.shape[-1])))
+    w, idx = full(xs, bs, K)
+    ws, s = tuple(int(d) for d in w.shape), tuple(int(d) for d in idx.shape)
+    nb, rows = math.prod(ws[:K]), ws[K]
+    bxp = _bxp(idx)
+    offs = bxp.reshape(bxp.arange(nb, dtype=_dtype(idx), device=_device(idx)) * rows, (nb, 1))
+    flat = _raw(_op("reshape", idx, shape=(nb, -1))) + offs
+    out = apply(prim, (_op("reshape", w, shape=(nb * rows, ws[-1])), bxp.reshape(flat, (-1,))), {"padding_idx": None})
+    out = _op("reshape", out, shape=(*s, ws[-1]))
+    if kw["padding_idx"] is not None:  # (the padding row of each example's table: no gradient)
+        keep = bxp.reshape(_raw(idx) != kw["padding_idx"], (*s, 1))
+        out = _op("where", keep, out, _op("stop_gradient", out))
+    return out
+
+
+def _torch_embedding(w: Any, idx: Any) -> Any:
+    import torch
+
+    return torch.nn.functional.embedding(idx, w)
+
+
+def _torch_embedding_vjp(g: Any, idx: Any, rows: int, padding_idx: int | None) -> Any:
+    import torch
+
+    return torch.ops.aten.embedding_dense_backward(g, idx, rows, -1 if padding_idx is None else padding_idx, False)
+
+
+_NATIVE_FNS["torch"]["embedding"] = _torch_embedding
+_NATIVE_FNS["torch"]["embedding_vjp"] = _torch_embedding_vjp
+_embedding = primitive("nn.embedding", _emb_fwd, save=(1,), chapter="nn", batch=_emb_batch)
+_embedding.defvjp(_emb_vjp, None)
+_embedding.defjvp(lambda xp, t, ans, w, idx, **kw: _call_emb(xp, t, idx, kw), None)
+
+
+def _call_emb(xp: Any, t: Any, idx: Any, kw: dict[str, Any]) -> Any:
+    """The tangent: the tangent's rows, none for the padding row (the VJP's transpose)."""
+    rows = apply(_embedding, (t, idx), kw) if is_xpgrad(xp) else _emb_fwd(xp, t, idx, **kw)
+    if kw["padding_idx"] is None:
+        return rows
+    ri = _raw(idx)
+    keep = _bxp(ri).reshape(ri != kw["padding_idx"], (-1, 1))
+    return xp.where(Tensor(keep) if is_xpgrad(xp) else keep, rows, xp.zeros_like(rows))
+
+
 def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor:
     """Rows of ``weight`` picked by the integer ``input``: shape ``input.shape + (embedding_dim,)``.
 
@@ -264,6 +337,9 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         ixp = _bxp(idx)
         idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
         flat = ixp.reshape(idx, (-1,))
+    if len(wshape) == 2 and native_kernel(_bxp(input), "embedding") is not None:
+        pad = None if padding_idx is None else padding_idx % wshape[0]
+        return xg.reshape(apply(_embedding, (weight, flat), {"padding_idx": pad}), (*ishape, wshape[1]))
     rows = xg.take(weight, flat, axis=0)
     if padding_idx is not None:
         pad = padding_idx % wshape[0]
@@ -349,7 +425,7 @@ def _ln_vjp(i: int) -> Any:
             b = wb[-1] if affine[1] else None
             return f(gy, x, mu, rstd, w, b, k=k)
 
-        return _joint("layer_norm", i, (gy, gmu, grstd, ans[1], x), compute)
+        return _joint("layer_norm", i, (gy, gmu, grstd, ans[1]), compute)  # (ans[1]: this node's own)
 
     return rule
 
@@ -985,7 +1061,7 @@ def _sdpa_vjp(i: int) -> Any:
                 return _sdpa_vjp_portable(xp, gout, glse, q, k, v, ans[0], ans[1], mask, **kw)
             return f(gout, q, k, v, ans[0], ans[1], mask, **kw)
 
-        return _joint("sdpa", i, (gout, glse, ans[1], q, k, v), compute)
+        return _joint("sdpa", i, (gout, glse, ans[1]), compute)  # (ans[1]: this node's own)
 
     return rule
 
@@ -1104,7 +1180,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         raise XpgradValueError(msg)
     if dropout_p == 0.0 and not (isinstance(attn_mask, Tensor) and attn_mask.requires_grad) \
             and native_kernel(_bxp(query), "scaled_dot_product_attention") is not None:
-        return _sdpa_fused(query, key, value, attn_mask, factor, is_causal)
+        return _sdpa_fused(query, key, value, attn_mask, factor, is_causal, (qs, ks, vs))
     scores = xg.matmul(query, xg.matrix_transpose(key)) * factor
     if is_causal:
         bxp = _bxp(query)
@@ -1119,10 +1195,11 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     return xg.matmul(weights, value)
 
 
-def _sdpa_fused(query: Any, key: Any, value: Any, attn_mask: Any, scale: float, is_causal: bool) -> Tensor:
+def _sdpa_fused(query: Any, key: Any, value: Any, attn_mask: Any, scale: float, is_causal: bool,
+                shapes: tuple[tuple[int, ...], ...]) -> Tensor:
     """``nn.scaled_dot_product_attention`` on arguments broadcast to one set of leading axes."""
-    qs, ks, vs = (_shape(a) for a in (query, key, value))
-    lead = _broadcast_shapes(qs[:-2], ks[:-2], vs[:-2])
+    qs, ks, vs = shapes
+    lead = qs[:-2] if qs[:-2] == ks[:-2] == vs[:-2] else _broadcast_shapes(qs[:-2], ks[:-2], vs[:-2])
     if attn_mask is not None:
         if _is_bool(attn_mask):
             attn_mask = _neg_inf_where(xg.logical_not(attn_mask), query)

@@ -29,7 +29,6 @@ from typing import Any
 import array_api_compat
 
 from .. import _namespace as xg
-from .. import _tracing
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float
@@ -39,6 +38,7 @@ from ..autograd._batching_util import op as _op
 from ..autograd._core import Primitive, apply, primitive
 from ..autograd._tensor import Tensor
 from ..ops._common import is_xpgrad
+from ..ops._native import _NATIVE_FNS, USE_NATIVE, native_kernel  # noqa: F401 - (USE_NATIVE: re-exported, tests turn it off)
 from ._checks import check_dtype
 
 __all__ = [
@@ -370,39 +370,8 @@ def _jax_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation
                                     rhs_dilation=dilation, feature_group_count=groups)
 
 
-_NATIVE_FNS: dict[str, dict[str, Any]] = {
-    "torch": {"conv2d": _torch_conv, "conv_transpose2d": _torch_conv_t, "conv2d_wgrad": _torch_conv_wgrad},
-    "jax": {"conv2d": _jax_conv, "conv_transpose2d": _jax_conv_t},
-}
-_NATIVE: dict[tuple[int, str], Any] = {}
-#: whether the native kernels are used (tests turn them off to compare with the composition)
-USE_NATIVE = [True]
-
-
-def native_kernel(xp: Any, name: str) -> Any:
-    """The library's own kernel ``name`` for arrays of namespace ``xp`` (recorded as one call under
-    xg.jit), or None: then the portable composition runs. Never imports a library itself."""
-    if not USE_NATIVE[0]:
-        return None
-    key = (id(xp), name)
-    try:
-        return _NATIVE[key]
-    except KeyError:
-        pass
-    base = _tracing.base_namespace(xp)
-    f: Any
-    if base is not None:
-        f = native_kernel(base, name)
-        if f is not None:
-            f = _tracing.recorded(f, f"nn.{name}", xp)
-    elif array_api_compat.is_torch_namespace(xp):
-        f = _NATIVE_FNS["torch"].get(name)
-    elif array_api_compat.is_jax_namespace(xp):
-        f = _NATIVE_FNS["jax"].get(name)
-    else:
-        f = None
-    _NATIVE[key] = f
-    return f
+_NATIVE_FNS["torch"].update(conv2d=_torch_conv, conv_transpose2d=_torch_conv_t, conv2d_wgrad=_torch_conv_wgrad)
+_NATIVE_FNS["jax"].update(conv2d=_jax_conv, conv_transpose2d=_jax_conv_t)
 
 
 def _conv_fwd(xp: Any, x: Any, w: Any, **kw: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from typing import Any
 
 import array_api_compat
@@ -30,12 +31,16 @@ from .._lazy import is_lazy
 from .._tracing import is_tracer
 from ..autograd._batched import Batched, from_phys
 from ..autograd._batching_util import full, pointwise
+from ..autograd._batching_util import op as _op
+from ..autograd._batching_util import pad as _pad
 from ..autograd._core import Primitive
 from ..autograd._tensor import Tensor, _to_numpy
-from ..ops._common import apply, defjvp_from_vjp, is_half, primitive, scale
+from ..ops._common import apply, defjvp_from_vjp, is_half, is_xpgrad, primitive, scale
+from ..ops._native import _NATIVE_FNS, native_kernel
 from ..ops._registry import prim_of
 from ..ops.creation import zeros_like
 from ..ops.elementwise import where
+from ..ops.indexing import _take_vjp
 from ..ops.statistical import sum as _sum
 from ..special import erf, expit
 from ._checks import _floating, check_dtype, check_float, check_indices
@@ -238,6 +243,78 @@ def dropout(input: Any, p: float = 0.5, training: bool = True) -> Tensor:
     return input * (mask * (1.0 / (1.0 - p)))
 
 
+# embedding as one primitive, ``nn.embedding`` (the weight, then flat indices), on the libraries
+# with a kernel (issue 30): torch's ``embedding`` and ``embedding_dense_backward`` (the
+# composition's gradient, take's scatter-add, sorts the indices). Elsewhere, and as their
+# reference, the composition: ``take`` rows, the padding row's detached. The VJP is linear in
+# the cotangent: with ``create_graph`` it is the composition's own (take's VJP), any order.
+def _emb_fwd(xp: Any, w: Any, idx: Any, *, padding_idx: int | None) -> Any:
+    f = native_kernel(xp, "embedding")
+    return xp.take(w, idx, axis=0) if f is None else f(w, idx)
+
+
+def _emb_vjp(xp: Any, g: Any, ans: Any, w: Any, idx: Any, *, padding_idx: int | None) -> Any:
+    f = None if is_xpgrad(xp) else native_kernel(xp, "embedding_vjp")
+    if f is not None:
+        return f(g, idx, int(w.shape[0]), padding_idx)
+    if padding_idx is not None:
+        ri = _raw(idx)
+        keep = _bxp(ri).reshape(ri != padding_idx, (-1, 1))
+        g = xp.where(Tensor(keep) if is_xpgrad(xp) else keep, g, xp.zeros_like(g))
+    return _take_vjp(xp, g, None, w, idx, axis=0)
+
+
+def _emb_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """vmap: batched indices fold into one list; a batched weight's examples stack into one table
+    (each example's indices offset by its table's rows)."""
+    w, idx = xs
+    if not bs[0]:
+        s = tuple(int(d) for d in idx.shape)
+        out = apply(prim, (w, _op("reshape", idx, shape=(-1,))), kw)
+        return _op("reshape", out, shape=(*s, int(w.shape[-1])))
+    w, idx = full(xs, bs, K)
+    ws, s = tuple(int(d) for d in w.shape), tuple(int(d) for d in idx.shape)
+    nb, rows = math.prod(ws[:K]), ws[K]
+    bxp = _bxp(idx)
+    offs = bxp.reshape(bxp.arange(nb, dtype=_dtype(idx), device=_device(idx)) * rows, (nb, 1))
+    flat = _raw(_op("reshape", idx, shape=(nb, -1))) + offs
+    out = apply(prim, (_op("reshape", w, shape=(nb * rows, ws[-1])), bxp.reshape(flat, (-1,))), {"padding_idx": None})
+    out = _op("reshape", out, shape=(*s, ws[-1]))
+    if kw["padding_idx"] is not None:  # (the padding row of each example's table: no gradient)
+        keep = bxp.reshape(_raw(idx) != kw["padding_idx"], (*s, 1))
+        out = _op("where", keep, out, _op("stop_gradient", out))
+    return out
+
+
+def _torch_embedding(w: Any, idx: Any) -> Any:
+    import torch
+
+    return torch.nn.functional.embedding(idx, w)
+
+
+def _torch_embedding_vjp(g: Any, idx: Any, rows: int, padding_idx: int | None) -> Any:
+    import torch
+
+    return torch.ops.aten.embedding_dense_backward(g, idx, rows, -1 if padding_idx is None else padding_idx, False)
+
+
+_NATIVE_FNS["torch"]["embedding"] = _torch_embedding
+_NATIVE_FNS["torch"]["embedding_vjp"] = _torch_embedding_vjp
+_embedding = primitive("nn.embedding", _emb_fwd, save=(1,), chapter="nn", batch=_emb_batch)
+_embedding.defvjp(_emb_vjp, None)
+_embedding.defjvp(lambda xp, t, ans, w, idx, **kw: _call_emb(xp, t, idx, kw), None)
+
+
+def _call_emb(xp: Any, t: Any, idx: Any, kw: dict[str, Any]) -> Any:
+    """The tangent: the tangent's rows, none for the padding row (the VJP's transpose)."""
+    rows = apply(_embedding, (t, idx), kw) if is_xpgrad(xp) else _emb_fwd(xp, t, idx, **kw)
+    if kw["padding_idx"] is None:
+        return rows
+    ri = _raw(idx)
+    keep = _bxp(ri).reshape(ri != kw["padding_idx"], (-1, 1))
+    return xp.where(Tensor(keep) if is_xpgrad(xp) else keep, rows, xp.zeros_like(rows))
+
+
 def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor:
     """Rows of ``weight`` picked by the integer ``input``: shape ``input.shape + (embedding_dim,)``.
 
@@ -262,12 +339,153 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         ixp = _bxp(idx)
         idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
         flat = ixp.reshape(idx, (-1,))
+    if len(wshape) == 2 and native_kernel(_bxp(input), "embedding") is not None:
+        pad = None if padding_idx is None else padding_idx % wshape[0]
+        return xg.reshape(apply(_embedding, (weight, flat), {"padding_idx": pad}), (*ishape, wshape[1]))
     rows = xg.take(weight, flat, axis=0)
     if padding_idx is not None:
         pad = padding_idx % wshape[0]
         keep = ixp.reshape(flat != pad, (-1, 1))
         rows = xg.where(keep, rows, rows.detach())
     return xg.reshape(rows, (*ishape, wshape[1]))
+
+
+# layer_norm as one primitive, ``nn.layer_norm`` (x, then the weight and the bias where given:
+# ``affine`` says which), on every backend: torch's ``native_layer_norm`` and its backward
+# kernel on torch (issue 30), the composition elsewhere and as their reference. Its hidden
+# outputs are the mean and ``rstd = 1 / sqrt(var + eps)`` over the normalized axes (keepdims),
+# which the rules read (nothing else is saved); they are outputs of this node, so the VJP
+# takes their cotangents too. The rules are written against ``xp`` (with ``create_graph``
+# they run on Tensors: any order).
+def _ln_axes(x: Any, k: int) -> tuple[int, ...]:
+    n = len(x.shape)
+    return tuple(range(n - k, n))
+
+
+def _ln_fwd(xp: Any, x: Any, *wb: Any, k: int, eps: float, affine: tuple[bool, bool]) -> tuple[Any, Any, Any]:
+    w = wb[0] if affine[0] else None
+    b = wb[-1] if affine[1] else None
+    f = native_kernel(xp, "layer_norm")
+    if f is not None:
+        return f(x, w, b, k=k, eps=eps)
+    axes = _ln_axes(x, k)
+    n = math.prod(int(x.shape[a]) for a in axes)
+    mu = xp.sum(x, axis=axes, keepdims=True) / n
+    d = x - mu
+    rstd = 1.0 / xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / n + eps)
+    y = d * rstd
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y, mu, rstd
+
+
+def _ln_vjp_portable(xp: Any, g: Any, x: Any, w: Any, mu: Any, rstd: Any, gmu: Any, grstd: Any, k: int,
+                     affine: tuple[bool, bool]) -> list[Any]:
+    axes = _ln_axes(x, k)
+    lead = tuple(range(len(x.shape) - k))
+    n = math.prod(int(x.shape[a]) for a in axes)
+    xhat = (x - mu) * rstd
+    out: list[Any] = []
+    if g is None:
+        dx = xp.zeros_like(x)
+    else:
+        gx = g if w is None else g * w
+        dx = rstd * (gx - xp.sum(gx, axis=axes, keepdims=True) / n
+                     - xhat * (xp.sum(gx * xhat, axis=axes, keepdims=True) / n))
+    if gmu is not None:  # (reached only through the rules' own use of the mean: higher order)
+        dx = dx + gmu / n
+    if grstd is not None:  # d rstd / dx = -rstd**2 xhat / n
+        dx = dx - grstd * rstd * rstd * xhat / n
+    out.append(dx)
+    if affine[0]:
+        out.append(None if g is None else xp.sum(g * xhat, axis=lead))
+    if affine[1]:
+        out.append(None if g is None else xp.sum(g, axis=lead))
+    return out
+
+
+def _ln_vjp(i: int) -> Any:
+    def rule(xp: Any, g: Any, ans: Any, x: Any, *wb: Any, k: int, eps: float, affine: tuple[bool, bool]) -> Any:
+        gy, gmu, grstd = g
+        w = wb[0] if affine[0] else None
+
+        def compute() -> Any:
+            mu, rstd = ans[1], ans[2]
+            if is_xpgrad(xp):  # (the statistics as functions of x: their own gradients follow)
+                axes = _ln_axes(x, k)
+                n = math.prod(int(x.shape[a]) for a in axes)
+                mu = xp.sum(x, axis=axes, keepdims=True) / n
+                d = x - mu
+                rstd = 1.0 / xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / n + eps)
+                f = None
+            else:
+                f = None if gmu is not None or grstd is not None or gy is None else native_kernel(xp, "layer_norm_vjp")
+            if f is None:
+                return _ln_vjp_portable(xp, gy, x, w, mu, rstd, gmu, grstd, k, affine)
+            b = wb[-1] if affine[1] else None
+            return f(gy, x, mu, rstd, w, b, k=k)
+
+        return _joint("layer_norm", i, (gy, gmu, grstd, ans[1]), compute)  # (ans[1]: this node's own)
+
+    return rule
+
+
+def _ln_jvp(i: int) -> Any:
+    def rule(xp: Any, t: Any, ans: Any, x: Any, *wb: Any, k: int, eps: float, affine: tuple[bool, bool]) -> Any:
+        mu, rstd = ans[1], ans[2]
+        xhat = (x - mu) * rstd
+        if i > 0:  # the weight's or the bias's tangent
+            return (xhat * t if i == 1 and affine[0] else t), None, None
+        axes = _ln_axes(x, k)
+        n = math.prod(int(x.shape[a]) for a in axes)
+        tmu = xp.sum(t, axis=axes, keepdims=True) / n
+        s = xp.sum(t * xhat, axis=axes, keepdims=True) / n
+        ty = rstd * (t - tmu - xhat * s)
+        if affine[0]:
+            ty = ty * wb[0]
+        return ty, tmu, -rstd * rstd * s
+
+    return rule
+
+
+def _ln_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """vmap: the batch axes are more leading axes of x; a batched weight or bias is applied after."""
+    if not any(bs[1:]):
+        return apply(prim, tuple(xs), kw)
+    y, mu, rstd = apply(prim, (xs[0],), {**kw, "affine": (False, False)})
+    r = len(xs[0].shape) - K if bs[0] else len(xs[0].shape)
+    rest = list(zip(xs[1:], bs[1:], strict=True))
+    if kw["affine"][0]:
+        w, bw = rest.pop(0)
+        y = _op("multiply", y, _pad(w, K, r) if bw else w)
+    if kw["affine"][1]:
+        b, bb = rest.pop(0)
+        y = _op("add", y, _pad(b, K, r) if bb else b)
+    return y, mu, rstd
+
+
+def _torch_layer_norm(x: Any, w: Any, b: Any, *, k: int, eps: float) -> tuple[Any, Any, Any]:
+    import torch
+
+    return torch.ops.aten.native_layer_norm(x, list(x.shape[x.ndim - k:]), w, b, eps)
+
+
+def _torch_layer_norm_vjp(g: Any, x: Any, mu: Any, rstd: Any, w: Any, b: Any, *, k: int) -> list[Any]:
+    import torch
+
+    mask = [True, w is not None, b is not None]
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(g, x, list(x.shape[x.ndim - k:]), mu, rstd, w, b, mask)
+    return [dx] + [d for d, m in zip((dw, db), mask[1:], strict=True) if m]
+
+
+_NATIVE_FNS["torch"]["layer_norm"] = _torch_layer_norm
+_NATIVE_FNS["torch"]["layer_norm_vjp"] = _torch_layer_norm_vjp
+_layer_norm = primitive("nn.layer_norm", _ln_fwd, save=None, save_ans=True, multi=True, chapter="nn",
+                        batch=_ln_batch)
+_layer_norm.defvjp(_ln_vjp(0), _ln_vjp(1), _ln_vjp(2))
+_layer_norm.defjvp(_ln_jvp(0), _ln_jvp(1), _ln_jvp(2))
 
 
 def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any = None, bias: Any = None,
@@ -288,6 +506,10 @@ def layer_norm(input: Any, normalized_shape: int | tuple[int, ...], weight: Any 
     if k == 0 or xshape[len(xshape) - k:] != shape:
         msg = f"layer_norm: normalized_shape {shape} must equal the trailing axes of the input shape {xshape}"
         raise XpgradValueError(msg)
+    if native_kernel(_bxp(input), "layer_norm") is not None:
+        args = tuple(a for a in (input, weight, bias) if a is not None)
+        kw = {"k": k, "eps": float(eps), "affine": (weight is not None, bias is not None)}
+        return apply(_layer_norm, args, kw)[0]
     axes = tuple(range(len(xshape) - k, len(xshape)))
     n = math.prod(shape)
     mu = xg.sum(input, axis=axes, keepdims=True) / n
@@ -731,6 +953,196 @@ def _is_bool(mask: Any) -> bool:
     return dtype_name(_dtype(mask)) == "bool"
 
 
+# Scaled dot-product attention as one primitive, ``nn.scaled_dot_product_attention``, on the
+# libraries with a fused kernel (torch's flash attention on CPU; issue 30); the composition
+# below it (matmul, scale, mask, safe softmax, matmul) everywhere else, and as the reference.
+# Its arguments are ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)`` of equal leading
+# axes and a constant float mask (additive, ``-inf`` where masked) broadcast to ``(..., L, S)``,
+# or None. Its second output is each query's log-sum-exp of the scores (never shown to the
+# user, as the cross entropy's ``logp``): the rules recompute the weights as ``exp(s - lse)``
+# (one matmul; nothing of size L x S is saved). A fully masked query has lse 0 (its weights
+# ``exp(-inf)`` are 0: a zero output row and zero gradients, torch's ``_safe_softmax``). The
+# rules are written against ``xp``: with ``create_graph`` they run on Tensors and the
+# gradient of the gradient is theirs; the lse they read is an output of this very node, so
+# the VJP takes its cotangent too (``p * glse``).
+def _sdpa_scores(xp: Any, q: Any, k: Any, mask: Any, *, scale: float, is_causal: bool) -> Any:
+    s = xp.matmul(q, xp.matrix_transpose(k)) * scale
+    if is_causal:
+        n_q, n_k = int(q.shape[-2]), int(k.shape[-2])
+        bxp = _bxp(q)
+        keep = bxp.reshape(bxp.arange(n_q, device=_device(q)), (-1, 1)) >= bxp.reshape(
+            bxp.arange(n_k, device=_device(q)), (1, -1))
+        s = s + _neg_inf_where(bxp.logical_not(keep), s)
+    if mask is not None:
+        s = s + mask
+    return s
+
+
+def _sdpa_portable(xp: Any, q: Any, k: Any, v: Any, mask: Any, *, scale: float, is_causal: bool) -> tuple[Any, Any]:
+    s = _sdpa_scores(xp, q, k, mask, scale=scale, is_causal=is_causal)
+    m = xp.max(s, axis=-1, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+    e = xp.exp(s - m)
+    den = xp.sum(e, axis=-1, keepdims=True)
+    den = xp.where(den == 0, xp.ones_like(den), den)
+    return xp.matmul(e / den, v), (m + xp.log(den))[..., 0]
+
+
+def _sdpa_weights(xp: Any, q: Any, k: Any, mask: Any, lse: Any, **kw: Any) -> Any:
+    return xp.exp(_sdpa_scores(xp, q, k, mask, **kw) - xp.expand_dims(lse, axis=-1))
+
+
+def _sdpa_vjp_portable(xp: Any, g: Any, glse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, mask: Any, *,
+                       scale: float, is_causal: bool) -> tuple[Any, Any, Any]:
+    p = _sdpa_weights(xp, q, k, mask, lse, scale=scale, is_causal=is_causal)
+    if g is None:
+        ds = p * xp.expand_dims(glse, axis=-1)
+        dv = xp.zeros_like(v)
+    else:
+        dv = xp.matmul(xp.matrix_transpose(p), g)
+        dp = xp.matmul(g, xp.matrix_transpose(v))
+        delta = xp.sum(g * out, axis=-1, keepdims=True)  # = sum(dp * p) per query
+        if glse is not None:
+            delta = delta - xp.expand_dims(glse, axis=-1)
+        ds = p * (dp - delta)
+    return xp.matmul(ds, k) * scale, xp.matmul(xp.matrix_transpose(ds), q) * scale, dv
+
+
+def _sdpa_fwd(xp: Any, q: Any, k: Any, v: Any, mask: Any = None, *, scale: float, is_causal: bool) -> tuple[Any, Any]:
+    f = native_kernel(xp, "scaled_dot_product_attention")
+    if f is None:
+        return _sdpa_portable(xp, q, k, v, mask, scale=scale, is_causal=is_causal)
+    return f(q, k, v, mask, scale=scale, is_causal=is_causal)
+
+
+#: per primitive, the last VJP's gradients, handed out one by one (the rules are per argument;
+#: a library's backward kernel computes them all at once): name -> [key objects, gradients]
+_JOINT: dict[str, list[Any]] = {}
+
+
+def _joint(name: str, i: int, key: tuple[Any, ...], compute: Any) -> Any:
+    """Argument ``i``'s part of the gradients ``compute()`` returns for the call ``key`` (objects
+    compared by identity), computed once for the node's rules; dropped once every part is taken,
+    once the cotangent is freed, or at the next call (a part taken already is computed again:
+    another backward pass). The key is held by weak references where its objects allow."""
+    last = _JOINT.get(name)
+    if last is None or last[1][i] is None or len(last[0]) != len(key) \
+            or not all(r() is b for r, b in zip(last[0], key, strict=True)):
+        last = _JOINT[name] = [tuple(_weak(a) for a in key), list(compute())]
+        cot = next((a for a in key if a is not None), None)  # (the cotangent: freed after the node's rules)
+        try:
+            weakref.finalize(cot, _drop_joint, name, last)
+        except TypeError:  # (not weakly referable: kept until the next call)
+            pass
+    got = last[1]
+    r, got[i] = got[i], None
+    if all(x is None for x in got):
+        del _JOINT[name]
+    return r
+
+
+def _weak(a: Any) -> Any:
+    try:
+        return weakref.ref(a)
+    except TypeError:
+        return lambda: a
+
+
+def _drop_joint(name: str, entry: list[Any]) -> None:
+    if _JOINT.get(name) is entry:
+        del _JOINT[name]
+
+
+def _sdpa_vjp(i: int) -> Any:
+    def rule(xp: Any, g: Any, ans: Any, q: Any, k: Any, v: Any, mask: Any = None, **kw: Any) -> Any:
+        gout, glse = g
+
+        def compute() -> Any:
+            f = None if is_xpgrad(xp) or glse is not None else native_kernel(xp, "scaled_dot_product_attention_vjp")
+            if f is None:
+                return _sdpa_vjp_portable(xp, gout, glse, q, k, v, ans[0], ans[1], mask, **kw)
+            return f(gout, q, k, v, ans[0], ans[1], mask, **kw)
+
+        return _joint("sdpa", i, (gout, glse, ans[1]), compute)  # (ans[1]: this node's own)
+
+    return rule
+
+
+def _sdpa_jvp(i: int) -> Any:
+    def rule(xp: Any, t: Any, ans: Any, q: Any, k: Any, v: Any, mask: Any = None, *, scale: float,
+             is_causal: bool) -> tuple[Any, Any]:
+        lse = ans[1]
+        p = _sdpa_weights(xp, q, k, mask, lse, scale=scale, is_causal=is_causal)
+        if i == 2:
+            return xp.matmul(p, t), None
+        ts = (xp.matmul(t, xp.matrix_transpose(k)) if i == 0 else xp.matmul(q, xp.matrix_transpose(t))) * scale
+        tlse = xp.sum(p * ts, axis=-1, keepdims=True)
+        return xp.matmul(p * (ts - tlse), v), tlse[..., 0]
+
+    return rule
+
+
+def _sdpa_batch(prim: Primitive, xs: list[Any], bs: list[bool], kw: dict[str, Any], K: int) -> Any:
+    """vmap: the batch axes and the leading axes folded into one (every argument has them all)."""
+    ys = full(xs, bs, K)
+    qs = tuple(int(d) for d in ys[0].shape)
+    lead = qs[:-2]
+    flat = [None if y is None else _op("reshape", y, shape=(math.prod(lead), *(int(d) for d in y.shape[-2:])))
+            for y in ys]
+    out, lse = apply(prim, tuple(flat), kw)
+    return _op("reshape", out, shape=(*lead, *(int(d) for d in out.shape[-2:]))), _op("reshape", lse, shape=(*lead, qs[-2]))
+
+
+def _torch_sdpa(q: Any, k: Any, v: Any, mask: Any, *, scale: float, is_causal: bool) -> tuple[Any, Any]:
+    """torch's flash attention on CPU (the kernel torch's own ``scaled_dot_product_attention`` runs)."""
+    import torch
+
+    if not _torch_flash_ok(q, k, v):
+        from array_api_compat import torch as tnp
+
+        return _sdpa_portable(tnp, q, k, v, mask, scale=scale, is_causal=is_causal)
+    lead = tuple(q.shape[:-2])
+    q4, k4, v4, m4 = (None if a is None else _as4(a) for a in (q, k, v, mask))
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q4, k4, v4, 0.0, is_causal, attn_mask=m4,
+                                                                         scale=scale)
+    return out.reshape((*lead, *out.shape[-2:])), lse.reshape((*lead, lse.shape[-1]))
+
+
+def _torch_sdpa_vjp(g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, mask: Any, *, scale: float,
+                    is_causal: bool) -> tuple[Any, Any, Any]:
+    import torch
+
+    if not _torch_flash_ok(q, k, v):
+        from array_api_compat import torch as tnp
+
+        return _sdpa_vjp_portable(tnp, g, None, q, k, v, out, lse, mask, scale=scale, is_causal=is_causal)
+    g4, q4, k4, v4, o4 = (_as4(a) for a in (g, q, k, v, out))
+    m4 = None if mask is None else _as4(mask)
+    l4 = lse if q.ndim == 4 else lse.reshape((1, -1, lse.shape[-1]))
+    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        g4.contiguous(), q4, k4, v4, o4, l4, 0.0, is_causal, attn_mask=m4, scale=scale)
+    return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
+
+
+def _torch_flash_ok(q: Any, k: Any, v: Any) -> bool:
+    """Whether torch's CPU flash kernel takes these (CPU tensors, one floating dtype, one head size)."""
+    return (q.device.type == "cpu" and q.ndim >= 2 and q.shape[-1] == v.shape[-1]
+            and str(q.dtype) in ("torch.float32", "torch.float64", "torch.bfloat16", "torch.float16"))
+
+
+def _as4(a: Any) -> Any:
+    """``(..., R, C)`` as the kernel's ``(B, H, R, C)``: the leading axes as heads of one batch."""
+    return a if a.ndim == 4 else a.reshape((1, -1, *a.shape[-2:]))
+
+
+_NATIVE_FNS["torch"]["scaled_dot_product_attention"] = _torch_sdpa
+_NATIVE_FNS["torch"]["scaled_dot_product_attention_vjp"] = _torch_sdpa_vjp
+_sdpa = primitive("nn.scaled_dot_product_attention", _sdpa_fwd, save=(0, 1, 2, 3), save_ans=True, multi=True,
+                  chapter="nn", batch=_sdpa_batch)
+_sdpa.defvjp(_sdpa_vjp(0), _sdpa_vjp(1), _sdpa_vjp(2), None)
+_sdpa.defjvp(_sdpa_jvp(0), _sdpa_jvp(1), _sdpa_jvp(2), None)
+
+
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -765,11 +1177,14 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         key = xg.repeat(key, qs[-3] // ks[-3], axis=-3)
         value = xg.repeat(value, qs[-3] // ks[-3], axis=-3)
     factor = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
+    if is_causal and attn_mask is not None:
+        msg = f"{func}: give attn_mask or is_causal=True, not both"
+        raise XpgradValueError(msg)
+    if dropout_p == 0.0 and not (isinstance(attn_mask, Tensor) and attn_mask.requires_grad) \
+            and native_kernel(_bxp(query), "scaled_dot_product_attention") is not None:
+        return _sdpa_fused(query, key, value, attn_mask, factor, is_causal, (qs, ks, vs))
     scores = xg.matmul(query, xg.matrix_transpose(key)) * factor
     if is_causal:
-        if attn_mask is not None:
-            msg = f"{func}: give attn_mask or is_causal=True, not both"
-            raise XpgradValueError(msg)
         bxp = _bxp(query)
         pos = bxp.arange(qs[-2], device=_device(query))
         keys = bxp.arange(ks[-2], device=_device(query))
@@ -780,6 +1195,37 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return xg.matmul(weights, value)
+
+
+def _sdpa_fused(query: Any, key: Any, value: Any, attn_mask: Any, scale: float, is_causal: bool,
+                shapes: tuple[tuple[int, ...], ...]) -> Tensor:
+    """``nn.scaled_dot_product_attention`` on arguments broadcast to one set of leading axes."""
+    qs, ks, vs = shapes
+    lead = qs[:-2] if qs[:-2] == ks[:-2] == vs[:-2] else _broadcast_shapes(qs[:-2], ks[:-2], vs[:-2])
+    if attn_mask is not None:
+        if _is_bool(attn_mask):
+            attn_mask = _neg_inf_where(xg.logical_not(attn_mask), query)
+        lead = _broadcast_shapes(lead, _shape(attn_mask)[:-2])
+    args = [_full_to(a, (*lead, *s[-2:])) for a, s in ((query, qs), (key, ks), (value, vs))]
+    if attn_mask is not None:
+        args.append(_full_to(attn_mask, (*lead, qs[-2], ks[-2])))
+    return apply(_sdpa, tuple(args), {"scale": float(scale), "is_causal": bool(is_causal)})[0]
+
+
+def _broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*((1,) * (n - len(s)) + tuple(s) for s in shapes), strict=True):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            msg = f"scaled_dot_product_attention: the leading axes {shapes} do not broadcast"
+            raise XpgradValueError(msg)
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def _full_to(a: Any, shape: tuple[int, ...]) -> Any:
+    return a if _shape(a) == shape else xg.broadcast_to(a, shape)
 
 
 def _check_attention_dtypes(func: str, query: Any, key: Any, value: Any, attn_mask: Any) -> None:
@@ -1196,14 +1642,23 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
 # logits need not be saved. With ``create_graph`` the rule's ``logp`` is an output of this
 # very node, so its own VJP (``g - softmax * sum(g)``) and JVP make the rules exact at any
 # order. Standard calls only.
-def _log_softmax_fwd(xp: Any, x: Any, axis: int) -> Any:
-    """``log_softmax`` of the backend array ``x``: torch's own kernel on a torch tensor (one call,
-    not six: issue 30), the standard's composition elsewhere (and the reference the kernel is tested
-    against). The rules that use it are written against ``xp``, so higher order is unchanged."""
-    if type(x).__module__ == "torch":  # (a torch tensor: torch is imported already)
-        import torch
+def _torch_log_softmax(x: Any, axis: int) -> Any:
+    import torch
 
-        return torch.log_softmax(x, dim=axis)
+    return torch.log_softmax(x, dim=axis)
+
+
+_NATIVE_FNS["torch"]["log_softmax"] = _torch_log_softmax
+
+
+def _log_softmax_fwd(xp: Any, x: Any, axis: int) -> Any:
+    """``log_softmax`` of the backend array ``x``: the library's own kernel where the native-kernel
+    table has one (torch's: one call, not six; issue 30), the standard's composition elsewhere (and
+    the reference the kernel is tested against). The rules that use it are written against ``xp``,
+    so higher order is unchanged."""
+    f = native_kernel(xp, "log_softmax")
+    if f is not None:
+        return f(x, axis)
     s = x - xp.max(x, axis=axis, keepdims=True)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 

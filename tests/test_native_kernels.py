@@ -1,7 +1,8 @@
 """Native convolution and pooling kernels against the portable composition (issue 30).
 
-``nn.conv2d`` and ``nn.conv_transpose2d`` run the library's own kernels on torch and JAX;
-everywhere, the composition of the standard's functions is the fallback and the reference.
+``nn.conv2d`` and ``nn.conv_transpose2d`` run the library's own kernels on torch and JAX, and
+on Dask the NumPy composition once per batch chunk (``map_blocks``); everywhere, the
+composition of the standard's functions is the fallback and the reference.
 Each case runs with the native kernels and with them turned off (`USE_NATIVE`), on every
 backend: forward, first-order gradients, second order (an HVP, and a gradient of a gradient),
 under vmap and under jit; and the gradients against float64 central differences.
@@ -80,9 +81,9 @@ ALL = [("conv", c) for c in CONV_CASES] + [("conv_t", c) for c in CONV_T_CASES]
 SOME = [("conv", "groups_stride_dil"), ("conv", "same_even"), ("conv_t", "stride_opad"), ("conv_t", "groups_dil")]
 
 
-#: on Dask (no native kernel: both sides are the composition) the slow checks run one case each;
-#: a case there builds graphs of some 10**4 tasks per compute (about a minute each in CI), and the
-#: composition's rules on Dask are also checked by the conv and pooling OpCases (tests/cases/nn.py)
+#: on Dask the slow checks run one case each: the reference, the composition on a Dask array,
+#: builds graphs of some 10**4 tasks per compute (the kernels, one task per batch chunk, are also
+#: checked by the conv and pooling OpCases, tests/cases/nn.py)
 _DASK_CASES = {"same_even", "groups_dil", "tiles"}
 
 
@@ -100,8 +101,8 @@ def _setup(backend: Any, kind: str, case: str) -> tuple[Callable[..., Any], Any,
     return (lambda x, w: fn(x, w, **kw)), x, w, c
 
 
-def test_native_kernels_are_found_on_torch_and_jax(backend: Any) -> None:
-    want = backend.name in ("torch", "jax")
+def test_native_kernels_are_found_on_torch_jax_and_dask(backend: Any) -> None:
+    want = backend.name in ("torch", "jax", "dask")
     for name in ("conv2d", "conv_transpose2d"):
         assert (conv_mod.native_kernel(backend.xp, name) is not None) == want
     with portable():
@@ -230,8 +231,8 @@ def _pool_setup(backend: Any, case: str) -> tuple[Callable[..., Any], Any, Any]:
     return (lambda x: F.max_pool2d(x, **kw)), x, c
 
 
-def test_max_pool_native_kernel_is_found_on_torch(backend: Any) -> None:
-    assert (conv_mod.native_kernel(backend.xp, "max_pool2d") is not None) == (backend.name == "torch")
+def test_max_pool_native_kernel_is_found_on_torch_and_dask(backend: Any) -> None:
+    assert (conv_mod.native_kernel(backend.xp, "max_pool2d") is not None) == (backend.name in ("torch", "dask"))
 
 
 @pytest.mark.parametrize("case", POOL_CASES)
@@ -307,8 +308,8 @@ AVG_CASES = {
 }
 
 
-def test_avg_pool_native_kernel_is_found_on_torch_and_jax(backend: Any) -> None:
-    want = backend.name in ("torch", "jax")
+def test_avg_pool_native_kernel_is_found_on_torch_jax_and_dask(backend: Any) -> None:
+    want = backend.name in ("torch", "jax", "dask")
     assert (conv_mod.native_kernel(backend.xp, "avg_pool2d") is not None) == want
 
 
@@ -596,3 +597,54 @@ def test_cross_entropy_matches_portable(backend: Any, kw: dict[str, Any]) -> Non
                 _close(backend, j(x, t), per(x))
         finally:
             conv_mod.USE_NATIVE[0] = True
+
+
+def test_importing_xpgrad_imports_no_dask() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, xpgrad, xpgrad.nn.functional, xpgrad.nn.conv; "
+            "assert 'dask' not in sys.modules, sorted(m for m in sys.modules if m.startswith('dask'))")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dask_kernels_are_one_task_per_batch_chunk(computes: Any) -> None:
+    """A convolution, a transposed one and the poolings on a batch-chunked Dask array: forward and
+    gradients are a few tasks per chunk (the composition built some 10**4), no compute while
+    building them, and the values are NumPy's."""
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    xn, wn = rng.standard_normal((24, 4, 8, 7)), rng.standard_normal((6, 4, 3, 3))
+    wtn = rng.standard_normal((4, 3, 3, 3))
+    x, w, wt = da.from_array(xn, chunks=(6, 4, 8, 7)), da.from_array(wn), da.from_array(wtn)
+
+    def fns(xp_w: Any, xp_wt: Any) -> list[Callable[[Any], Any]]:
+        return [lambda x: F.conv2d(x, xp_w, stride=2, padding=1),
+                lambda x: F.conv_transpose2d(x, xp_wt, stride=2, padding=1, output_padding=1),
+                lambda x: F.max_pool2d(x, 2),
+                lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
+                lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False)]
+
+    for got_f, want_f in zip(fns(w, wt), fns(wn, wtn), strict=True):
+        c = rng.standard_normal(tuple(want_f(xn).shape))
+
+        def loss(x: Any, f: Any = got_f, c: Any = da.from_array(c)) -> Any:
+            return xg.sum(f(x) * c)
+
+        before = computes.n
+        y = got_f(x).data
+        gx = xg.grad(loss)(x)
+        assert computes.n == before, "a compute while building the graphs"
+        for arr in (y, gx):
+            assert len(dict(arr.__dask_graph__())) <= 8 * 4 + 8  # 4 batch chunks, a few tasks each
+        got_y, got_g = dask.compute(y, gx)
+        np.testing.assert_allclose(got_y, np.asarray(want_f(xn).data), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got_g, np.asarray(xg.grad(lambda x, f=want_f, c=c: xg.sum(f(x) * c))(xn)),
+                                   rtol=1e-12, atol=1e-12)
+    # the weight's gradient: per chunk a partial sum, then their sum
+    gw = xg.grad(lambda w: xg.sum(F.conv2d(x, w, padding=1) ** 2))(w)
+    assert len(dict(gw.__dask_graph__())) <= 8 * 4 + 8
+    want = xg.grad(lambda w: xg.sum(F.conv2d(xn, w, padding=1) ** 2))(wn)
+    np.testing.assert_allclose(np.asarray(gw.compute()), np.asarray(want), rtol=1e-12, atol=1e-12)

@@ -228,10 +228,11 @@ def _conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...]
 Pads = tuple[tuple[int, int], ...]
 
 
-def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
-    """Zero-pad (or crop, a negative amount) the last ``len(pads)`` axes of raw ``x``."""
-    nd = x.ndim
-    first = nd - len(pads)
+def _xpad(xp: Any, x: Any, pads: Pads, first: int | None = None, value: float = 0.0) -> Any:
+    """Pad with ``value`` (or crop, a negative amount) ``len(pads)`` axes of raw ``x``: the last
+    ones, or those from ``first`` on."""
+    if first is None:
+        first = x.ndim - len(pads)
     for k, (lo, hi) in enumerate(pads):
         axis = first + k
         n = int(x.shape[axis])
@@ -245,13 +246,55 @@ def _xpad(xp: Any, x: Any, pads: Pads) -> Any:
         dev = array_api_compat.device(x)
         if lo:
             shape[axis] = lo
-            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+            parts.append(xp.full(tuple(shape), value, dtype=x.dtype, device=dev))
         parts.append(x)
         if hi:
             shape[axis] = hi
-            parts.append(xp.zeros(tuple(shape), dtype=x.dtype, device=dev))
+            parts.append(xp.full(tuple(shape), value, dtype=x.dtype, device=dev))
         x = xp.concat(parts, axis=axis)
     return x
+
+
+# The composition on raw arrays works with the batch axis innermost, ``(C, H, W, N)``: each
+# kernel offset's strided slice then copies runs of N (not of a few pixels of one row, which
+# made the stacking the costliest step of a small image's convolution), and a convolution is
+# one matrix product ``(O, C*kh*kw) @ (C*kh*kw, oh*ow*N)`` (its weight's gradient one more),
+# not N small ones.
+def _batch_last(xp: Any, x: Any, pads: Pads, value: float = 0.0) -> Any:
+    """Raw ``(N, C, H, W)`` as ``(C, H, W, N)``, padded by ``pads`` (with ``value``; a negative
+    amount crops) and laid out with the batch innermost (a copy, never a strided view)."""
+    n, c = int(x.shape[0]), int(x.shape[1])
+    xt = xp.permute_dims(x, (1, 2, 3, 0))
+    if any(lo > 0 or hi > 0 for lo, hi in pads):
+        return _xpad(xp, xt, pads, first=1, value=value)  # (the concatenation copies)
+    xt = _xpad(xp, xt, pads, first=1)  # crops only
+    shape = tuple(int(s) for s in xt.shape)
+    # merging the axes of the permuted view copies it (a copy in the standard's terms: the
+    # reshape of a non-contiguous array); then the split is a view of that copy
+    return xp.reshape(xp.reshape(xt, (c * shape[1] * shape[2] * n,)), shape)
+
+
+def _cols_bl(xp: Any, xt: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
+             dilation: tuple[int, ...]) -> tuple[Any, tuple[int, int]]:
+    """The columns ``(C*kh*kw, oh*ow*N)`` of a padded batch-last ``(C, H, W, N)`` and ``(oh, ow)``."""
+    c, h, wd, n = (int(s) for s in xt.shape)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1):
+        return xp.reshape(xt, (c, oh * ow * n)), (oh, ow)
+    cols = xp.stack([
+        xt[:, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw, :]
+        for i in range(kh) for j in range(kw)
+    ], axis=1)
+    return xp.reshape(cols, (c * kh * kw, oh * ow * n)), (oh, ow)
+
+
+def _batch_first(xp: Any, y: Any, shape: tuple[int, ...]) -> Any:
+    """``y``, ``(..., oh*ow*N)`` holding ``(C, oh, ow, N)``, as a (C-contiguous) ``(N, C, oh, ow)``."""
+    c, oh, ow, n = shape
+    y = xp.reshape(xp.reshape(y, (c, oh * ow * n)), shape)
+    y = xp.permute_dims(y, (3, 0, 1, 2))
+    return xp.reshape(xp.reshape(y, (n, c * oh * ow)), (n, c, oh, ow))
 
 
 def _im2col(xp: Any, x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
@@ -273,18 +316,22 @@ def _im2col(xp: Any, x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], p
 def _conv_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
                    groups: int) -> Any:
     """The composed convolution on raw arrays: one strided slice per kernel offset, one matmul."""
+    return _conv_bl(xp, _batch_last(xp, x, pads), w, stride=stride, dilation=dilation, groups=groups)
+
+
+def _conv_bl(xp: Any, xt: Any, w: Any, *, stride: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Any:
+    """The convolution of a padded batch-last ``(C, H, W, N)``, as ``(N, O, oh, ow)``."""
     o, cg, kh, kw = (int(s) for s in w.shape)
-    cols, (oh, ow) = _im2col(xp, x, (kh, kw), stride, pads, dilation)
-    n, c = int(x.shape[0]), int(x.shape[1])
+    n = int(xt.shape[3])
+    cols, (oh, ow) = _cols_bl(xp, xt, (kh, kw), stride, dilation)
     k = kh * kw
     if groups == 1:
-        y = xp.matmul(xp.reshape(w, (o, cg * k)), xp.reshape(cols, (n, c * k, oh * ow)))
+        y = xp.matmul(xp.reshape(w, (o, cg * k)), cols)
     else:
         # each reshape only splits or only merges axes (Dask reshapes nothing else)
         wg = xp.reshape(xp.reshape(w, (groups, o // groups, cg, kh, kw)), (groups, o // groups, cg * k))
-        cols = xp.reshape(xp.reshape(cols, (n, groups, cg, k, oh, ow)), (n, groups, cg * k, oh * ow))
-        y = xp.reshape(xp.matmul(wg, cols), (n, o, oh * ow))
-    return xp.reshape(y, (n, o, oh, ow))
+        y = xp.matmul(wg, xp.reshape(cols, (groups, cg * k, oh * ow * n)))
+    return _batch_first(xp, y, (o, oh, ow, n))
 
 
 def _flip_swap(xp: Any, w: Any, groups: int) -> Any:
@@ -299,18 +346,22 @@ def _flip_swap(xp: Any, w: Any, groups: int) -> Any:
 def _conv_t_portable(xp: Any, x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
                      groups: int) -> Any:
     """The composed transposed convolution: the zero-stuffed, re-padded input convolved with the flipped kernel."""
-    for axis, s in ((2, stride[0]), (3, stride[1])):
-        if s == 1:
-            continue
-        shape = tuple(int(v) for v in x.shape)
-        zero = xp.zeros(shape, dtype=x.dtype, device=array_api_compat.device(x))
-        x = xp.stack([x] + [zero] * (s - 1), axis=axis + 1)
-        x = xp.reshape(x, (*shape[:axis], shape[axis] * s, *shape[axis + 1:]))
-        x = x[_along(axis, 0, (shape[axis] - 1) * s + 1)]
     kernel = (int(w.shape[2]), int(w.shape[3]))
     full = tuple((d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi) in zip(kernel, dilation, pads, strict=True))
-    return _conv_portable(xp, x, _flip_swap(xp, w, groups), stride=(1, 1), pads=full, dilation=dilation,
-                          groups=groups)
+    if stride == (1, 1):
+        xt = _batch_last(xp, x, full)
+    else:
+        xt = xp.permute_dims(x, (1, 2, 3, 0))  # (C, H, W, N); the stacking below copies it
+        for axis, s in ((1, stride[0]), (2, stride[1])):
+            if s == 1:
+                continue
+            shape = tuple(int(v) for v in xt.shape)
+            zero = xp.zeros(shape, dtype=x.dtype, device=array_api_compat.device(x))
+            xt = xp.stack([xt] + [zero] * (s - 1), axis=axis + 1)
+            xt = xp.reshape(xt, (*shape[:axis], shape[axis] * s, *shape[axis + 1:]))
+            xt = xt[_along(axis, 0, (shape[axis] - 1) * s + 1)]
+        xt = _xpad(xp, xt, full, first=1)
+    return _conv_bl(xp, xt, _flip_swap(xp, w, groups), stride=(1, 1), dilation=dilation, groups=groups)
 
 
 def _torch_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
@@ -400,6 +451,25 @@ def _trim(size: int, out: int, k: int, s: int, d: int, lo: int, hi: int) -> int:
     return hi - (size + lo + hi - d * (k - 1) - 1 - s * (out - 1))
 
 
+def _wgrad_portable(xp: Any, x: Any, g: Any, wshape: tuple[int, ...], stride: tuple[int, ...], pads: Pads,
+                    dilation: tuple[int, ...], groups: int) -> Any:
+    """The composed weight's gradient of ``conv2d`` (raw arrays): the cotangent times the columns."""
+    o, cg, kh, kw = wshape
+    oh, ow = int(g.shape[2]), int(g.shape[3])
+    cols, _ = _cols_bl(xp, _batch_last(xp, x, pads), (kh, kw), stride, dilation)
+    gt = xp.reshape(_batch_last(xp, g, ((0, 0), (0, 0))), (o, oh * ow * int(x.shape[0])))
+    # one matrix product (O, oh*ow*N) @ (oh*ow*N, C*k): the sum over the examples included
+    # (each reshape only splits or only merges axes: Dask reshapes nothing else)
+    if groups == 1:
+        gw = xp.matmul(gt, xp.matrix_transpose(cols))
+    else:
+        L = int(cols.shape[1])
+        gw = xp.matmul(xp.reshape(gt, (groups, o // groups, L)),
+                       xp.matrix_transpose(xp.reshape(cols, (groups, cg * kh * kw, L))))
+        gw = xp.reshape(gw, (o, cg * kh * kw))
+    return xp.reshape(gw, (o, cg, kh, kw))
+
+
 def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
            groups: int) -> Any:
     """The weight's gradient of ``conv2d(x, w)`` for the cotangent ``g``: a convolution of the input
@@ -410,17 +480,8 @@ def _wgrad(xp: Any, x: Any, g: Any, w: Any, stride: tuple[int, ...], pads: Pads,
         f = native_kernel(xp, "conv2d_wgrad")
         if f is not None:
             return f(x, g, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
-        if native_kernel(xp, "conv2d") is None:  # the composition: the columns times the cotangent
-            cols, _ = _im2col(xp, x, (kh, kw), stride, pads, dilation)
-            n, k, L = int(x.shape[0]), kh * kw, oh * ow
-            # per example (N, O, L) @ (N, L, C*k), summed over the examples (a batched matmul is
-            # the fastest on NumPy: tensordot copies the columns into another layout first)
-            # (each reshape only splits or only merges axes: Dask reshapes nothing else)
-            gm = xp.reshape(xp.reshape(g, (n, groups, o // groups, oh, ow)), (n, groups, o // groups, L))
-            cm = xp.reshape(xp.reshape(cols, (n, groups, cg, *(int(v) for v in cols.shape[2:]))),
-                            (n, groups, cg * k, L))
-            gw = xp.sum(xp.matmul(gm, xp.matrix_transpose(cm)), axis=0)
-            return xp.reshape(gw, (o, cg, kh, kw))
+        if native_kernel(xp, "conv2d") is None:  # the composition
+            return _wgrad_portable(xp, x, g, (o, cg, kh, kw), stride, pads, dilation, groups)
     n, _, h, wd = (int(s) for s in x.shape)
     pads2 = tuple((lo, _trim(size, out, k, s, d, lo, hi)) for size, out, k, s, d, (lo, hi) in
                   zip((h, wd), (oh, ow), (kh, kw), stride, dilation, pads, strict=True))
@@ -699,30 +760,26 @@ def _maxpool_portable(xp: Any, x: Any, *, kernel: tuple[int, ...], stride: tuple
                       padding: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool, pads: Pads,
                       out: tuple[int, ...]) -> tuple[Any, Any]:
     low = -math.inf if is_float(x.dtype) else xp.iinfo(x.dtype).min
-    w = int(x.shape[3])
-    dev = array_api_compat.device(x)
-    for axis, (lo, hi) in ((2, pads[0]), (3, pads[1])):
-        if lo or hi:
-            shape = [int(s) for s in x.shape]
-            parts = []
-            for amount in (lo, None, hi):
-                if amount is None:
-                    parts.append(x)
-                elif amount:
-                    shape[axis] = amount
-                    parts.append(xp.full(tuple(shape), low, dtype=x.dtype, device=dev))
-            x = xp.concat(parts, axis=axis)
+    n, c, _, w = (int(s) for s in x.shape)
+    xt = _batch_last(xp, x, pads, value=low)  # (C, H, W, N): each slice below copies runs of N
     (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out
-    cols = xp.stack([
-        x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-        for i in range(kh) for j in range(kw)
-    ], axis=2)
-    first = xp.argmax(cols, axis=2)
-    y = xp.max(cols, axis=2)
-    r0 = xp.reshape(xp.arange(oh, dtype=first.dtype, device=dev), (oh, 1)) * sh - padding[0]
-    c0 = xp.reshape(xp.arange(ow, dtype=first.dtype, device=dev), (1, ow)) * sw - padding[1]
-    idx = (r0 + (first // kw) * dh) * w + c0 + (first % kw) * dw
-    return y, idx
+    cols = [xt[:, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw, :]
+            for i in range(kh) for j in range(kw)]
+    y = xp.max(xp.stack(cols, axis=1), axis=1)
+    # the flat input position of each window's first maximum (argmax's: a NaN is the maximum):
+    # offset k's position where it holds the maximum, the offsets from the last to the first
+    dev = array_api_compat.device(x)
+    r0 = xp.reshape(xp.arange(oh, device=dev), (oh, 1, 1)) * sh - padding[0]
+    c0 = xp.reshape(xp.arange(ow, device=dev), (1, ow, 1)) * sw - padding[1]
+    base = r0 * w + c0
+    k = kh * kw
+    idx = xp.broadcast_to(base + ((k - 1) // kw) * dh * w + ((k - 1) % kw) * dw, tuple(int(v) for v in y.shape))
+    for m in range(k - 2, -1, -1):
+        hit = cols[m] == y
+        if is_float(x.dtype):
+            hit = hit | (cols[m] != cols[m])
+        idx = xp.where(hit, base + (m // kw) * dh * w + (m % kw) * dw, idx)
+    return _batch_first(xp, y, (c, oh, ow, n)), _batch_first(xp, idx, (c, oh, ow, n))
 
 
 def _torch_maxpool(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
@@ -796,10 +853,33 @@ def _maxpool_vjp(xp: Any, g: Any, ans: Any, x: Any, *, kernel: tuple[int, ...], 
         if f is not None:
             return f(gy, x, idx, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                      ceil_mode=ceil_mode, pads=pads, out=out)
+    if (stride == kernel and dilation == (1, 1) and not is_xpgrad(xp) and _tracing.base_namespace(xp) is None
+            and not array_api_compat.is_jax_namespace(xp) and not array_api_compat.is_dask_namespace(xp)):
+        return _maxpool_vjp_tiles(xp, gy, idx, x, kernel, padding, pads, out)
     hit = _hit(xp, idx, int(x.shape[3]), kernel, stride, padding, dilation)
     ge = xp.expand_dims(gy, axis=2)
     gk = xp.where(hit, ge, xp.zeros_like(ge))
     return _window_scatter(xp, gk, (int(x.shape[2]), int(x.shape[3])), kernel, stride, dilation, pads)
+
+
+def _maxpool_vjp_tiles(xp: Any, gy: Any, idx: Any, x: Any, kernel: tuple[int, ...], padding: tuple[int, ...],
+                       pads: Pads, out: tuple[int, ...]) -> Any:
+    """The VJP where the windows tile the input (stride = kernel, no dilation), on a library whose
+    arrays take item assignment: per kernel offset, the cotangents whose maximum it holds,
+    written into that offset's strided slice of the (padded) input's gradient."""
+    n, c, h, w = (int(s) for s in x.shape)
+    (kh, kw), (oh, ow) = kernel, out
+    dev = array_api_compat.device(gy)
+    r0 = xp.reshape(xp.arange(oh, dtype=idx.dtype, device=dev), (oh, 1)) * kh - padding[0]
+    c0 = xp.reshape(xp.arange(ow, dtype=idx.dtype, device=dev), (1, ow)) * kw - padding[1]
+    base = r0 * w + c0
+    zero = xp.zeros((), dtype=gy.dtype, device=dev)
+    gx = xp.zeros((n, c, h + sum(pads[0]), w + sum(pads[1])), dtype=gy.dtype, device=dev)
+    for i in range(kh):
+        for j in range(kw):
+            gx[:, :, i: i + kh * (oh - 1) + 1: kh, j: j + kw * (ow - 1) + 1: kw] = xp.where(
+                idx == base + (i * w + j), gy, zero)
+    return _xpad(xp, gx, ((-pads[0][0], -pads[0][1]), (-pads[1][0], -pads[1][1])))
 
 
 def _hit(xp: Any, idx: Any, width: int, kernel: tuple[int, ...], stride: tuple[int, ...],
@@ -1045,3 +1125,137 @@ def adaptive_avg_pool2d(input: Any, output_size: int | tuple[int | None, int | N
     if ow != w:
         y = xg.matmul(y, xg.matrix_transpose(_adaptive_matrix(x, w, ow)))
     return y[0, ...] if unbatched else y
+
+
+# ---------------------------------------------------------------------- Dask kernels
+# Dask has no convolution of its own, and the composition on a Dask array builds some 10**4
+# tasks (a slice, a stack, reshapes and a matmul per chunk and kernel offset). Its kernels
+# here are one task per chunk of the batch axis: the input rechunked so that only that axis is
+# chunked (channels, rows, columns in one chunk each), then the NumPy composition on each
+# chunk (``blockwise`` / ``map_blocks``); the weight's gradient is each chunk's partial sum,
+# then their sum. Dask is imported only by these functions, called on Dask arrays.
+class _Shape:
+    """What a rule reads of an argument it was not given (its shape and dtype)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+
+def _by_batch(a: Any, like: Any = None) -> Any:
+    """Dask ``a`` chunked along axis 0 only (as ``like``'s axis 0 where given)."""
+    return a.rechunk((a.chunks[0] if like is None else like.chunks[0], *(-1,) * (a.ndim - 1)))
+
+
+def _block_ns(a: Any) -> Any:
+    return backend_namespace(a)
+
+
+def _dask_conv(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+               groups: int) -> Any:
+    import dask.array as da
+
+    _, _, h, wd = (int(s) for s in x.shape)
+    o, _, kh, kw = (int(s) for s in w.shape)
+    oh, ow = (_out_size(n, k, s, d, lo, hi) for n, k, s, d, (lo, hi) in
+              zip((h, wd), (kh, kw), stride, dilation, pads, strict=True))
+
+    def block(xb: Any, wb: Any) -> Any:
+        return _conv_portable(_block_ns(xb), xb, wb, stride=stride, pads=pads, dilation=dilation, groups=groups)
+
+    return da.blockwise(block, "nabc", _by_batch(x), "nijk", w.rechunk(-1), "lmpq", concatenate=True,
+                        new_axes={"a": o, "b": oh, "c": ow}, dtype=x.dtype, meta=x._meta)
+
+
+def _dask_conv_t(x: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                 groups: int) -> Any:
+    import dask.array as da
+
+    _, _, h, wd = (int(s) for s in x.shape)
+    _, og, kh, kw = (int(s) for s in w.shape)
+    oh, ow = ((n - 1) * s + d * (k - 1) + 1 - lo - hi for n, k, s, d, (lo, hi) in
+              zip((h, wd), (kh, kw), stride, dilation, pads, strict=True))
+
+    def block(xb: Any, wb: Any) -> Any:
+        return _conv_t_portable(_block_ns(xb), xb, wb, stride=stride, pads=pads, dilation=dilation, groups=groups)
+
+    return da.blockwise(block, "nabc", _by_batch(x), "nijk", w.rechunk(-1), "lmpq", concatenate=True,
+                        new_axes={"a": og * groups, "b": oh, "c": ow}, dtype=x.dtype, meta=x._meta)
+
+
+def _dask_conv_wgrad(x: Any, g: Any, w: Any, *, stride: tuple[int, ...], pads: Pads, dilation: tuple[int, ...],
+                     groups: int) -> Any:
+    import dask.array as da
+
+    wshape = tuple(int(s) for s in w.shape)
+    x = _by_batch(x)
+
+    def block(xb: Any, gb: Any) -> Any:
+        r = _wgrad_portable(_block_ns(xb), xb, gb, wshape, stride, pads, dilation, groups)
+        return r[None, ...]
+
+    parts = da.blockwise(block, "nabcd", x, "nijk", _by_batch(g, x), "nlmp", concatenate=True,
+                         new_axes=dict(zip("abcd", wshape, strict=True)), adjust_chunks={"n": 1},
+                         dtype=w.dtype, meta=x._meta)
+    return da.sum(parts, axis=0)
+
+
+def _dask_window(x: Any, fn: Any, out: tuple[int, ...], dtype: Any) -> Any:
+    """``fn`` on each batch chunk of ``x``, whose blocks become ``(n, C, *out)``."""
+    x = _by_batch(x)
+    return x.map_blocks(fn, chunks=(x.chunks[0], (int(x.shape[1]),), (out[0],), (out[1],)), dtype=dtype,
+                        meta=x._meta.astype(dtype))
+
+
+def _dask_maxpool(x: Any, **kw: Any) -> tuple[Any, Any]:
+    import operator
+
+    def block(xb: Any) -> Any:
+        return _maxpool_portable(_block_ns(xb), xb, **kw)
+
+    pair = _dask_window(x, block, kw["out"], x.dtype)  # (the blocks are pairs: picked apart below)
+    idx_dtype = array_api_compat.array_namespace(x._meta).arange(1).dtype
+    y = pair.map_blocks(operator.itemgetter(0), dtype=x.dtype, meta=x._meta)
+    idx = pair.map_blocks(operator.itemgetter(1), dtype=idx_dtype, meta=x._meta.astype(idx_dtype))
+    return y, idx
+
+
+def _dask_maxpool_vjp(g: Any, x: Any, idx: Any, **kw: Any) -> Any:
+    _, c, h, w = (int(s) for s in x.shape)
+    g = _by_batch(g)
+
+    def block(gb: Any, ib: Any) -> Any:
+        return _maxpool_vjp(_block_ns(gb), (gb, None), (None, ib), _Shape((int(gb.shape[0]), c, h, w), gb.dtype),
+                            **kw)
+
+    return g.map_blocks(block, _by_batch(idx, g), chunks=(g.chunks[0], (c,), (h,), (w,)), dtype=g.dtype,
+                        meta=g._meta)
+
+
+def _dask_avgpool(x: Any, **kw: Any) -> Any:
+    def block(xb: Any) -> Any:
+        return _avgpool_portable(_block_ns(xb), xb, **kw)
+
+    out = tuple(len(d) for d in kw["div"]) if not isinstance(kw["div"], int) else None
+    if out is None:
+        _, _, h, w = (int(s) for s in x.shape)
+        out = tuple(_out_size(n, k, s, 1, lo, hi) for n, k, s, (lo, hi) in
+                    zip((h, w), kw["kernel"], kw["stride"], kw["pads"], strict=True))
+    return _dask_window(x, block, out, x.dtype)
+
+
+def _dask_avgpool_vjp(g: Any, x: Any, **kw: Any) -> Any:
+    _, c, h, w = (int(s) for s in x.shape)
+    g = _by_batch(g)
+
+    def block(gb: Any) -> Any:
+        return _avgpool_vjp(_block_ns(gb), gb, None, _Shape((int(gb.shape[0]), c, h, w), gb.dtype), **kw)
+
+    return g.map_blocks(block, chunks=(g.chunks[0], (c,), (h,), (w,)), dtype=g.dtype, meta=g._meta)
+
+
+_NATIVE_FNS["dask"].update({
+    "conv2d": _dask_conv, "conv_transpose2d": _dask_conv_t, "conv2d_wgrad": _dask_conv_wgrad,
+    "max_pool2d": _dask_maxpool, "max_pool2d_vjp": _dask_maxpool_vjp,
+    "avg_pool2d": _dask_avgpool, "avg_pool2d_vjp": _dask_avgpool_vjp,
+})

@@ -496,6 +496,32 @@ def _as_number_array(v: Any, kind: tuple[Any, Any, Any]) -> Any:
         return xp.asarray(v, dtype=dt, device=dev)
 
 
+# (immutable 0-d arrays of state numbers, by value and kind: a replay reuses the committed device scalar of
+# a learning rate it saw before, as jax.jit would be handed, instead of converting the number at every call)
+_NUMBER_CACHE: dict[Any, Any] = {}
+_NUMBER_CACHE_SIZE = 256
+
+
+def _number_input(v: Any, kind: tuple[Any, Any, Any]) -> Any:
+    """A replay's input for a state number: a Python number as its 0-d array (cached where the library's
+    arrays are immutable, JAX's: no writes into it can reach another call), an array as it is."""
+    if not isinstance(v, (int, float, np.generic)):
+        return v
+    try:
+        key = (id(kind[0]), kind[1], kind[2], _scalar_key(v.item() if isinstance(v, np.generic) else v), type(v))
+        a = _NUMBER_CACHE.get(key)
+    except TypeError:  # (an unhashable device)
+        return _as_number_array(v, kind)
+    if a is None:
+        a = _as_number_array(v, kind)
+        if _tracing._immutable(a):
+            if len(_NUMBER_CACHE) >= _NUMBER_CACHE_SIZE:
+                _NUMBER_CACHE.clear()
+            _NUMBER_CACHE[key] = (a, kind[0])  # (the namespace too: its id stays its own while cached)
+        return a
+    return a[0]
+
+
 class _Cells:
     """The arrays a call reads and may rebind besides its array arguments: Tensor data,
     gradients, optimizer state numbers. Each is one input of the program and, if the call
@@ -513,15 +539,68 @@ class _Cells:
         for o in flat.objects:
             self.numbers.extend(o._jit_numbers())
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self, *, blind: bool = False) -> tuple[Any, ...]:
+        """The cells' part of the signature (``blind``: as if no Tensor held a ``.grad``)."""
         k: list[Any] = []
         for t in self.tensors:
-            g = t.grad
+            g = None if blind else t.grad
             k.append((type(t), t._requires_grad, t._node is not None, _array_key(t.data),
                       None if g is None else _array_key(g.data), tuple(map(id, t._hooks or ()))))
         for d, name, _ in self.numbers:
             k.append((name, _is_integer(d[name])))
         return tuple(k)
+
+
+_GRAD_SLOT = Tensor.__dict__["grad"]
+_WATCHED: dict[type, type] = {}  # a Tensor class -> its subclass whose .grad reports the first access
+_FIRST: dict[int, str] = {}  # id(tensor) -> its first .grad access while watched: "r" or "w"
+
+
+def _watched_class(cls: type) -> type:
+    w = _WATCHED.get(cls)
+    if w is None:
+        def get(self: Tensor) -> Any:
+            _FIRST.setdefault(id(self), "r")
+            return _GRAD_SLOT.__get__(self, Tensor)
+
+        def set_(self: Tensor, v: Any) -> None:
+            _FIRST.setdefault(id(self), "w")
+            _GRAD_SLOT.__set__(self, v)
+
+        def del_(self: Tensor) -> None:
+            _FIRST.setdefault(id(self), "w")
+            _GRAD_SLOT.__delete__(self)
+
+        w = _WATCHED[cls] = type(cls.__name__, (cls,), {"__slots__": (), "grad": property(get, set_, del_),
+                                                      "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return w
+
+
+class _GradWatch:
+    """While a trace runs ``f``: which Tensors holding no ``.grad`` have their ``.grad`` set before it is read
+    (``zero_grad()``, then ``backward()``) or never touched. For those, a state where they hold one (after
+    the first step) changes nothing the call computes: it replays the same program (`Jitted._lookup_blind`).
+    Each is given, for the run, a subclass of its class whose ``grad`` reports the first access."""
+
+    def __init__(self, tensors: list[Tensor]) -> None:
+        self.watched: list[tuple[int, Tensor, type]] = []
+        for i, t in enumerate(tensors):
+            cls = type(t)
+            if _GRAD_SLOT.__get__(t, Tensor) is not None or cls in _WATCHED.values():
+                continue  # (held, or watched by another trace: not blind)
+            try:
+                t.__class__ = _watched_class(cls)
+            except TypeError:  # (a class whose layout a subclass cannot take)
+                continue
+            self.watched.append((i, t, cls))
+
+    def close(self) -> frozenset[int]:
+        blind = []
+        for i, t, cls in self.watched:
+            t.__class__ = cls
+            if _FIRST.pop(id(t), "w") == "w":
+                blind.append(i)
+        return frozenset(blind)
 
 
 # ---------------------------------------------------------------- the program
@@ -719,6 +798,7 @@ class _Capture:
         self.new_grads: list[tuple[int, Any]] = []
         self.numbers: list[tuple[int, int]] = []
         self.linear: _Linear | None = None
+        self.grad_blind: frozenset[int] = frozenset()
 
     def run(self, f: Callable[..., Any], targs: Any, tkw: Any) -> None:
         """Run ``f`` on tracers, recording its calls; put the first call's values back after."""
@@ -727,7 +807,11 @@ class _Capture:
             _tracing.ACTIVE[0] += 1
         try:
             self._inputs()
-            out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            watch = _GradWatch(self.cells.tensors)
+            try:
+                out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            finally:
+                self.grad_blind = watch.close()
             self.out_tmpl = _out_template(out, self.outputs, self.flat.tensors)
             self._changes()
             # outputs that require grad: the backward of the call is traced too, from cotangents that
@@ -830,6 +914,8 @@ class _Entry:
     donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
     n_out: int  # the program's outputs before the residuals (which follow them, for the backward program)
     linear: _Linear | None  # the backward program, where results required grad when traced
+    n_grads: int  # the gradients held when traced (inputs of the program)
+    grad_blind: frozenset[int]  # the tensors (by index) whose .grad f set before reading it, or never touched
 
     run: Callable[..., tuple[Any, ...]]
 
@@ -844,6 +930,8 @@ class _Entry:
         self.counts = [o._jit_count() - c for o, c in zip(flat.objects, cap.steps)]
         self.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, cap.versions)) if t._version[0] != v]
         self.grad_outputs = _grad_outputs(cap.out_tmpl)
+        self.n_grads = len(cells.grad_tensors)
+        self.grad_blind = cap.grad_blind
         self.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or self.grad_outputs)
         reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
         self.n_out = len(cap.outputs)
@@ -984,6 +1072,10 @@ class Jitted:
         key = (tuple(flat.key), cells.key(), id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
         res: tuple[Any, ...] | None = None
         entry = self._lookup(key)
+        if entry is None and cells.grad_tensors:
+            entry = self._lookup_blind(key, cells)
+        if entry is not None and not entry.n_grads and cells.grad_tensors:
+            cells.grad_tensors = []  # (an entry of the state with no .grad, which it never reads: see _lookup_blind)
         # (the generator's state before a call that draws: a recomputation for create_graph replays it)
         rng = _rng_now() if GRAD_ENABLED.get() and (entry is None or (entry.linear is not None and entry.linear.stateful)) \
             else None
@@ -1015,6 +1107,19 @@ class Jitted:
                 self._cache.move_to_end(key)
                 self._hits += 1
             return entry
+
+    def _lookup_blind(self, key: Any, cells: _Cells) -> _Entry | None:
+        """The entry traced in the same state with no ``.grad`` held, where ``f`` sets each of these
+        gradients before it reads it (``zero_grad()`` first) or never touches it: the gradients that
+        appeared after the first step change nothing it computes. Cached under ``key`` too."""
+        held = {i for i, t in enumerate(cells.tensors) if t.grad is not None}
+        if len(cells.grad_tensors) != len(held):  # (a gradient that is also an argument: traced apart)
+            return None
+        entry = self._lookup((key[0], cells.key(blind=True), *key[2:]))
+        if entry is None or entry.n_grads or not held <= entry.grad_blind:
+            return None
+        self._store(key, entry)
+        return entry
 
     def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any, rng: Any) -> Any:
         """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is
@@ -1413,8 +1518,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [t.data for t in cells.tensors]
     ins += [g.data for g in cells.grad_tensors]
     for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
-        v = d[n]
-        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float, np.generic)) else v)
+        ins.append(_number_input(d[n], nk))
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)

@@ -1,7 +1,8 @@
 """What a replayed xg.jit call does around its program: the learning rate passed as an input
 (the same 0-d array for the same value on JAX), the module tree read at every call (a structural
 change still traces again), and the ``.grad`` that appears after the first step (no second trace
-where the step sets it before reading it).
+where the step sets it before reading it). On JAX, the first call: traced on abstract values
+inside one ``jax.jit``, so it compiles the whole step once, not each operation apart.
 
 Every jitted call is compared with the eager call on the same state, in loops.
 """
@@ -9,9 +10,11 @@ Every jitted call is compared with the eager call on the same state, in loops.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import numpy as np
+import pytest
 
 import xpgrad as xg
 from xpgrad import nn, optim
@@ -127,6 +130,23 @@ def test_learning_rates_changed_between_calls_need_no_trace(backend: Any) -> Non
     assert f.cache_info().traces == 1
 
 
+def test_a_learning_rate_is_one_array_per_value_where_arrays_are_immutable(backend: Any) -> None:
+    # (a replay's input for a state number: JAX's is made once per value and kind, NumPy's at every call)
+    from xpgrad._jit import _number_input, _number_kind
+
+    like = _arr(backend, 3)
+    kind = _number_kind(like, 0.1)
+    values = [0.1, 0.1, np.float64(0.1), -0.0, 0.0, 0.1]
+    arrays = [_number_input(v, kind) for v in values]
+    for v, a in zip(values, arrays, strict=True):
+        assert a.shape == () and float(to_numpy(a)) == float(v) and str(to_numpy(a).dtype) == "float64"
+    assert math.copysign(1.0, float(to_numpy(arrays[3]))) == -1.0  # (-0.0 is not 0.0's array)
+    immutable = backend.name == "jax"
+    assert (arrays[0] is arrays[1] is arrays[5]) == immutable
+    assert arrays[0] is not arrays[2] and arrays[3] is not arrays[4]  # (a NumPy scalar, a signed zero: their own)
+    assert _number_input(3, _number_kind(like, 3)) is not _number_input(3.0, kind)
+
+
 def test_a_structural_change_of_the_module_still_traces_again(backend: Any) -> None:
     m1, m2, o1, o2 = _pair(backend, lr=0.05)
     x, y = _arr(backend, 6, 4), _arr(backend, 6, 1)
@@ -143,3 +163,89 @@ def test_a_structural_change_of_the_module_still_traces_again(backend: Any) -> N
         _check(backend, f(m1, o1, x, y), _step(m2, o2, x, y))
         _same_params(backend, m1, m2)
     assert f.cache_info().traces == 2  # (the new parameter is read as the old one was; the new submodule traces)
+
+
+# ====================================================================== JAX: the first call
+@pytest.fixture(scope="module")
+def jax_backend() -> Any:
+    from .conftest import _load
+
+    return _load("jax")
+
+
+def _count_compiles() -> tuple[list[str], Any]:
+    import jax.monitoring
+
+    seen: list[str] = []
+
+    def listen(event: str, duration: float, **kw: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            seen.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return seen, listen
+
+
+def test_the_first_call_on_jax_compiles_the_whole_step_once(jax_backend: Any) -> None:
+    import jax.monitoring
+
+    # (shapes no other test uses: JAX keeps what it compiled for each shape for the whole process)
+    m1 = nn.Sequential(nn.Linear(13, 11), nn.Tanh(), nn.Linear(11, 5), nn.ReLU(), nn.Linear(5, 1))
+    jax_backend.to(m1, dtype=xg.float64)
+    m2 = copy.deepcopy(m1)
+    o1, o2 = optim.Adam(m1.parameters(), lr=0.01), optim.Adam(m2.parameters(), lr=0.01)
+    x, y = _arr(jax_backend, 9, 13), _arr(jax_backend, 9, 1)
+    f = xg.jit(_step)
+    seen, listen = _count_compiles()
+    try:
+        got = f(m1, o1, x, y)
+        first = len(seen)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    _check(jax_backend, got, _step(m2, o2, x, y))
+    assert first == 1, first  # (an eager trace compiles each of its operations apart: dozens)
+    for _ in range(6):
+        _check(jax_backend, f(m1, o1, x, y), _step(m2, o2, x, y))
+    _same_params(jax_backend, m1, m2)
+    assert f.cache_info().traces == 2  # (the first step, then the one with Adam's state)
+
+
+def test_a_step_that_reads_a_constant_in_python_on_jax(jax_backend: Any) -> None:
+    # Python reads a value no input reaches: the abstract trace computes the constants, and the result is eager's
+    m1 = _model(jax_backend)
+    m2 = copy.deepcopy(m1)
+    o1, o2 = optim.SGD(m1.parameters(), lr=0.05), optim.SGD(m2.parameters(), lr=0.05)
+    x, y = _arr(jax_backend, 6, 4), _arr(jax_backend, 6, 1)
+
+    def step(model: Any, opt: Any, x: Any, y: Any) -> Any:
+        scale = xg.sum(xg.arange(4, dtype=xg.float64))
+        loss = _step(model, opt, x, y)
+        return loss * 2.0 if float(scale) > 5.0 else loss
+
+    f = xg.jit(step)
+    for _ in range(5):
+        _check(jax_backend, f(m1, o1, x, y), step(m2, o2, x, y))
+        _same_params(jax_backend, m1, m2)
+    assert f.cache_info().traces == 1
+
+
+def test_a_step_that_raises_on_jax_leaves_the_state_as_eager_does(jax_backend: Any) -> None:
+    m1 = _model(jax_backend)
+    m2 = copy.deepcopy(m1)
+    o1, o2 = optim.Adam(m1.parameters(), lr=0.05), optim.Adam(m2.parameters(), lr=0.05)
+    x, y = _arr(jax_backend, 6, 4), _arr(jax_backend, 6, 1)
+
+    def step(model: Any, opt: Any, x: Any, y: Any, fail: bool) -> Any:
+        loss = _step(model, opt, x, y)
+        if fail:
+            raise ValueError("after the step")
+        return loss
+
+    f = xg.jit(step, static_argnums=4)
+    for i in range(4):
+        for g in (f, step):
+            with pytest.raises(ValueError, match="after the step"):
+                g(m1 if g is f else m2, o1 if g is f else o2, x, y, True)
+        _same_params(jax_backend, m1, m2)
+        assert o1._steps == o2._steps == 2 * i + 1
+        _check(jax_backend, f(m1, o1, x, y, False), step(m2, o2, x, y, False))

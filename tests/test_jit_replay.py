@@ -249,3 +249,21 @@ def test_a_step_that_raises_on_jax_leaves_the_state_as_eager_does(jax_backend: A
         _same_params(jax_backend, m1, m2)
         assert o1._steps == o2._steps == 2 * i + 1
         _check(jax_backend, f(m1, o1, x, y, False), step(m2, o2, x, y, False))
+
+
+def test_numbers_a_transformed_function_closes_over_are_guarded(backend: Any) -> None:
+    # (xg.grad's wrapper holds fixed numbers, its argnums, which no call checks; the user's function's are
+    # checked at every call: a new value traces again)
+    x = _arr(backend, 5)
+    k = 1.0
+
+    def f(x: Any) -> Any:
+        return xg.sum(xg.sin(x) * k)
+
+    g = xg.jit(xg.grad(f))
+    h = xg.jit(xg.hessian(lambda v: xg.sum(v ** 3)))
+    for i in range(6):
+        k = float(i % 3)
+        _check(backend, g(x), xg.grad(f)(x))
+        _check(backend, h(x), xg.hessian(lambda v: xg.sum(v ** 3))(x))
+    assert g.cache_info().traces == 3 and h.cache_info().traces == 1

@@ -279,15 +279,21 @@ class _Guards:
             self._walk_object(v, t, i, depth)
             return
         key.append(("F", v.__code__))  # (a function: its code, closures, defaults, and the globals its code names)
+        # (a library's function, xg.grad's or xg.hessian's wrapper, by the module it runs in: functools.wraps
+        # gives it the user's __module__; its own numbers, argnums, are fixed: not state a call must check)
+        lib = (v.__globals__.get("__name__") or "").split(".")[0] in _LIBRARIES
         for c in v.__closure__ or ():
             try:
                 x = c.cell_contents
             except ValueError:  # (a cell not filled yet)
                 continue
+            state = self.state
             self.walk(x, depth + 1)
+            if lib and (type(x) in _SCALARS or (type(x) is tuple and all(type(y) in _SCALARS for y in x))):
+                self.state = state
         self.walk(v.__defaults__, depth + 1)
         self.walk(v.__kwdefaults__, depth + 1)
-        if not _library(v):
+        if not lib:
             glb = v.__globals__
             for name in _code_names(v.__code__):
                 if name in glb:

@@ -199,7 +199,7 @@ def test_anomaly_mode_requires_grad_structure_and_hyperparameters_trace_again(ba
         js(ps[0], opts[0])
         step(ps[1], opts[1])
     _check(backend, ps[0], ps[1])
-    assert _traces(js) == 2  # (no gradient yet; then one program for every learning rate)
+    assert _traces(js) == 1  # (one program for every learning rate; zero_grad() first: the .grad it sets changes nothing)
     assert opts[0].param_groups[0]["lr"] == 0.01 and type(opts[0].param_groups[0]["lr"]) is float
     # the other hyperparameters stay static: a new momentum traces again
     for o in opts:
@@ -207,7 +207,7 @@ def test_anomaly_mode_requires_grad_structure_and_hyperparameters_trace_again(ba
     js(ps[0], opts[0])
     step(ps[1], opts[1])
     _check(backend, ps[0], ps[1])
-    assert _traces(js) == 3
+    assert _traces(js) == 2
 
 
 def test_cache_size_evicts_least_recently_used(np_backend: Any) -> None:
@@ -356,7 +356,7 @@ def test_closure_module_and_optimizer_are_state(backend: Any) -> None:
     for _ in range(5):
         _check(backend, step(x, y), _train_step(ref, ref_opt, x, y), rtol=1e-5, atol=1e-6)
     _same_state(backend, m, ref)
-    assert _traces(step) == 2
+    assert _traces(step) == 1  # (zero_grad() first: the .grad the first step leaves traces nothing)
 
 
 # ====================================================================== training loops
@@ -470,7 +470,9 @@ def test_jitted_optimizers_float64(oname: str, kw: dict[str, Any], backend: Any)
             np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
         else:  # (other libraries' power of a 0-d array may differ from Python's by an ulp)
             np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-12, atol=1e-15)
-    assert _traces(js) == 2
+    # (the first step, then one with the state the others make on it; Adagrad's is made by its constructor,
+    # and zero_grad() first: the .grad the first step leaves traces nothing)
+    assert _traces(js) == (1 if oname == "Adagrad" else 2)
 
 
 @pytest.mark.parametrize("oname", ["Adam", "Adagrad"])

@@ -4,7 +4,8 @@ optimizer learning rates; what a trace that raises leaves behind; what retracing
 
 Every jitted call is compared with the eager call of the same function on the same state,
 in loops that change the state between calls: bit for bit on NumPy, to 1e-12 elsewhere
-(float64; JAX runs programs under ``jax.jit``, where XLA may fuse and reorder).
+(float64; JAX runs programs under ``jax.jit``, where XLA may fuse and reorder: the first call
+too, so an ulp of Adam's first step grows over a hundred steps, and JAX is held to 1e-10).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _check(backend: Any, got: Any, want: Any) -> None:
     if backend.name == "numpy":
         np.testing.assert_array_equal(g, w)
     else:
-        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+        tol = 1e-10 if backend.name == "jax" else 1e-12
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
 def _sin_step(w: Any, opt: Any, c: Any) -> Any:

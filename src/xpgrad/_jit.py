@@ -8,7 +8,10 @@ each intermediate deleted at its last use and, on NumPy, elementwise results wri
 into a dead buffer of their shape and dtype. Later calls with the same signature run the
 program on the raw arrays: no Tensor, no Node, no version counter, no dispatch per op.
 On JAX arrays the program runs under ``jax.jit`` (XLA); with ``compile="torch"`` it is
-handed to ``torch.compile``; NumPy, array-api-strict, CuPy and Dask replay it.
+handed to ``torch.compile``; NumPy, array-api-strict, CuPy and Dask replay it. On JAX the
+trace itself runs inside one ``jax.jit`` trace, on JAX's abstract values (`Jitted._trace_jax`):
+no operation is compiled apart, and the first call's results are those of the whole call
+compiled once, which later calls replay.
 
 The signature: the structure of the arguments; each array's library, shape, dtype,
 device (and NumPy strides, which decide which results are views); each Tensor's
@@ -276,15 +279,21 @@ class _Guards:
             self._walk_object(v, t, i, depth)
             return
         key.append(("F", v.__code__))  # (a function: its code, closures, defaults, and the globals its code names)
+        # (a library's function, xg.grad's or xg.hessian's wrapper, by the module it runs in: functools.wraps
+        # gives it the user's __module__; its own numbers, argnums, are fixed: not state a call must check)
+        lib = (v.__globals__.get("__name__") or "").split(".")[0] in _LIBRARIES
         for c in v.__closure__ or ():
             try:
                 x = c.cell_contents
             except ValueError:  # (a cell not filled yet)
                 continue
+            state = self.state
             self.walk(x, depth + 1)
+            if lib and (type(x) in _SCALARS or (type(x) is tuple and all(type(y) in _SCALARS for y in x))):
+                self.state = state
         self.walk(v.__defaults__, depth + 1)
         self.walk(v.__kwdefaults__, depth + 1)
-        if not _library(v):
+        if not lib:
             glb = v.__globals__
             for name in _code_names(v.__code__):
                 if name in glb:
@@ -496,6 +505,32 @@ def _as_number_array(v: Any, kind: tuple[Any, Any, Any]) -> Any:
         return xp.asarray(v, dtype=dt, device=dev)
 
 
+# (immutable 0-d arrays of state numbers, by value and kind: a replay reuses the committed device scalar of
+# a learning rate it saw before, as jax.jit would be handed, instead of converting the number at every call)
+_NUMBER_CACHE: dict[Any, Any] = {}
+_NUMBER_CACHE_SIZE = 256
+
+
+def _number_input(v: Any, kind: tuple[Any, Any, Any]) -> Any:
+    """A replay's input for a state number: a Python number as its 0-d array (cached where the library's
+    arrays are immutable, JAX's: no writes into it can reach another call), an array as it is."""
+    if not isinstance(v, (int, float, np.generic)):
+        return v
+    try:
+        key = (id(kind[0]), kind[1], kind[2], _scalar_key(v.item() if isinstance(v, np.generic) else v), type(v))
+        a = _NUMBER_CACHE.get(key)
+    except TypeError:  # (an unhashable device)
+        return _as_number_array(v, kind)
+    if a is None:
+        a = _as_number_array(v, kind)
+        if _tracing._immutable(a):
+            if len(_NUMBER_CACHE) >= _NUMBER_CACHE_SIZE:
+                _NUMBER_CACHE.clear()
+            _NUMBER_CACHE[key] = (a, kind[0])  # (the namespace too: its id stays its own while cached)
+        return a
+    return a[0]
+
+
 class _Cells:
     """The arrays a call reads and may rebind besides its array arguments: Tensor data,
     gradients, optimizer state numbers. Each is one input of the program and, if the call
@@ -513,15 +548,68 @@ class _Cells:
         for o in flat.objects:
             self.numbers.extend(o._jit_numbers())
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self, *, blind: bool = False) -> tuple[Any, ...]:
+        """The cells' part of the signature (``blind``: as if no Tensor held a ``.grad``)."""
         k: list[Any] = []
         for t in self.tensors:
-            g = t.grad
+            g = None if blind else t.grad
             k.append((type(t), t._requires_grad, t._node is not None, _array_key(t.data),
                       None if g is None else _array_key(g.data), tuple(map(id, t._hooks or ()))))
         for d, name, _ in self.numbers:
             k.append((name, _is_integer(d[name])))
         return tuple(k)
+
+
+_GRAD_SLOT = Tensor.__dict__["grad"]
+_WATCHED: dict[type, type] = {}  # a Tensor class -> its subclass whose .grad reports the first access
+_FIRST: dict[int, str] = {}  # id(tensor) -> its first .grad access while watched: "r" or "w"
+
+
+def _watched_class(cls: type) -> type:
+    w = _WATCHED.get(cls)
+    if w is None:
+        def get(self: Tensor) -> Any:
+            _FIRST.setdefault(id(self), "r")
+            return _GRAD_SLOT.__get__(self, Tensor)
+
+        def set_(self: Tensor, v: Any) -> None:
+            _FIRST.setdefault(id(self), "w")
+            _GRAD_SLOT.__set__(self, v)
+
+        def del_(self: Tensor) -> None:
+            _FIRST.setdefault(id(self), "w")
+            _GRAD_SLOT.__delete__(self)
+
+        w = _WATCHED[cls] = type(cls.__name__, (cls,), {"__slots__": (), "grad": property(get, set_, del_),
+                                                      "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return w
+
+
+class _GradWatch:
+    """While a trace runs ``f``: which Tensors holding no ``.grad`` have their ``.grad`` set before it is read
+    (``zero_grad()``, then ``backward()``) or never touched. For those, a state where they hold one (after
+    the first step) changes nothing the call computes: it replays the same program (`Jitted._lookup_blind`).
+    Each is given, for the run, a subclass of its class whose ``grad`` reports the first access."""
+
+    def __init__(self, tensors: list[Tensor]) -> None:
+        self.watched: list[tuple[int, Tensor, type]] = []
+        for i, t in enumerate(tensors):
+            cls = type(t)
+            if _GRAD_SLOT.__get__(t, Tensor) is not None or cls in _WATCHED.values():
+                continue  # (held, or watched by another trace: not blind)
+            try:
+                t.__class__ = _watched_class(cls)
+            except TypeError:  # (a class whose layout a subclass cannot take)
+                continue
+            self.watched.append((i, t, cls))
+
+    def close(self) -> frozenset[int]:
+        blind = []
+        for i, t, cls in self.watched:
+            t.__class__ = cls
+            if _FIRST.pop(id(t), "w") == "w":
+                blind.append(i)
+        return frozenset(blind)
 
 
 # ---------------------------------------------------------------- the program
@@ -719,15 +807,27 @@ class _Capture:
         self.new_grads: list[tuple[int, Any]] = []
         self.numbers: list[tuple[int, int]] = []
         self.linear: _Linear | None = None
+        self.grad_blind: frozenset[int] = frozenset()
 
-    def run(self, f: Callable[..., Any], targs: Any, tkw: Any) -> None:
-        """Run ``f`` on tracers, recording its calls; put the first call's values back after."""
+    def run(self, f: Callable[..., Any], targs: Any, tkw: Any, witnesses: Sequence[Any] | None = None) -> None:
+        """Run ``f`` on tracers, recording its calls; put the first call's values back after.
+
+        ``witnesses``: the inputs' values are those (JAX's abstract values of one ``jax.jit`` trace,
+        `Jitted._trace_jax`), `_inputs` ran before, and the caller puts the values back."""
         token = TRACE.set(self.trace)
         with _ACTIVE_LOCK:
             _tracing.ACTIVE[0] += 1
         try:
-            self._inputs()
-            out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            if witnesses is None:
+                self._inputs()
+            else:
+                for tr, w in zip(self.input_tracers(), witnesses, strict=True):
+                    tr._w = self.trace.witness[tr._i] = w
+            watch = _GradWatch(self.cells.tensors)
+            try:
+                out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
+            finally:
+                self.grad_blind = watch.close()
             self.out_tmpl = _out_template(out, self.outputs, self.flat.tensors)
             self._changes()
             # outputs that require grad: the backward of the call is traced too, from cotangents that
@@ -741,7 +841,12 @@ class _Capture:
             TRACE.reset(token)
             with _ACTIVE_LOCK:
                 _tracing.ACTIVE[0] -= 1
-            self._restore()
+            if witnesses is None:
+                self._restore()
+
+    def input_tracers(self) -> list[Tracer]:
+        """The trace's inputs (`_inputs`'), in order."""
+        return [*self.leaf_tracers, *self.tensor_in, *self.grad_in, *(tr for _, tr in self.number_in)]
 
     def _inputs(self) -> None:
         """The trace's inputs: the array arguments, the Tensors' data, their gradients, the numbers."""
@@ -786,22 +891,34 @@ class _Capture:
         self.numbers = [(k, _slot(d[name], outputs)) for k, (d, name, _) in
                         enumerate(cells.numbers) if d[name] is not number_in[k][1] or number_in[k][1]._i in written]
 
-    def _restore(self) -> None:
-        """The arguments hold the first call's values (the witnesses): this call was one eager run."""
+    def _restore(self, value: Callable[[Tracer], Any] = lambda tr: tr._w) -> None:
+        """The arguments hold the first call's values (the witnesses, or ``value`` of each traced value
+        they hold): this call was one eager run."""
         cells = self.cells
         for obj in (*cells.tensors, *cells.grad_tensors):
             if type(obj.data) is Tracer:
-                obj.data = obj.data._w
+                obj.data = value(obj.data)
         for t in [*cells.tensors, *(x for o in self.flat.objects for x in o._jit_state()[1])]:
             if type(t.data) is Tracer:  # (state the call made: Adam's moments on its first step)
-                t.data = t.data._w
+                t.data = value(t.data)
             g = t.grad
             if g is not None and type(g.data) is Tracer:
-                g.data = g.data._w
+                g.data = value(g.data)
         kept = {k for k, _ in self.numbers}
         for k, (d, name, _) in enumerate(cells.numbers):
             if type(d[name]) is Tracer:  # (a number f rebound: its new value, also when f raised after)
-                d[name] = d[name]._w if k in kept or d[name] is not self.number_in[k][1] else self.number_in[k][0]
+                d[name] = value(d[name]) if k in kept or d[name] is not self.number_in[k][1] else self.number_in[k][0]
+
+    def state_slots(self) -> list[int]:
+        """The slots `_restore` reads: the values the call leaves in the state."""
+        found: list[int] = []
+
+        def note(tr: Tracer) -> Tracer:
+            found.append(tr._i)
+            return tr
+
+        self._restore(note)
+        return found
 
     def first_result(self) -> tuple[Any, ...]:
         """The first call's result: the program's outputs as the trace computed them."""
@@ -830,6 +947,8 @@ class _Entry:
     donated: list[int]  # the program's inputs whose buffers it may overwrite or hand to XLA (donate_argnums)
     n_out: int  # the program's outputs before the residuals (which follow them, for the backward program)
     linear: _Linear | None  # the backward program, where results required grad when traced
+    n_grads: int  # the gradients held when traced (inputs of the program)
+    grad_blind: frozenset[int]  # the tensors (by index) whose .grad f set before reading it, or never touched
 
     run: Callable[..., tuple[Any, ...]]
 
@@ -844,6 +963,8 @@ class _Entry:
         self.counts = [o._jit_count() - c for o, c in zip(flat.objects, cap.steps)]
         self.bumps = [(i, t._version[0] - v) for i, (t, v) in enumerate(zip(cells.tensors, cap.versions)) if t._version[0] != v]
         self.grad_outputs = _grad_outputs(cap.out_tmpl)
+        self.n_grads = len(cells.grad_tensors)
+        self.grad_blind = cap.grad_blind
         self.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or self.grad_outputs)
         reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
         self.n_out = len(cap.outputs)
@@ -984,6 +1105,10 @@ class Jitted:
         key = (tuple(flat.key), cells.key(), id(p.xp), p.device, p.dtype, p.seed, GRAD_ENABLED.get(), ANOMALY.get())
         res: tuple[Any, ...] | None = None
         entry = self._lookup(key)
+        if entry is None and cells.grad_tensors:
+            entry = self._lookup_blind(key, cells)
+        if entry is not None and not entry.n_grads and cells.grad_tensors:
+            cells.grad_tensors = []  # (an entry of the state with no .grad, which it never reads: see _lookup_blind)
         # (the generator's state before a call that draws: a recomputation for create_graph replays it)
         rng = _rng_now() if GRAD_ENABLED.get() and (entry is None or (entry.linear is not None and entry.linear.stateful)) \
             else None
@@ -1015,6 +1140,19 @@ class Jitted:
                 self._cache.move_to_end(key)
                 self._hits += 1
             return entry
+
+    def _lookup_blind(self, key: Any, cells: _Cells) -> _Entry | None:
+        """The entry traced in the same state with no ``.grad`` held, where ``f`` sets each of these
+        gradients before it reads it (``zero_grad()`` first) or never touches it: the gradients that
+        appeared after the first step change nothing it computes. Cached under ``key`` too."""
+        held = {i for i, t in enumerate(cells.tensors) if t.grad is not None}
+        if len(cells.grad_tensors) != len(held):  # (a gradient that is also an argument: traced apart)
+            return None
+        entry = self._lookup((key[0], cells.key(blind=True), *key[2:]))
+        if entry is None or entry.n_grads or not held <= entry.grad_blind:
+            return None
+        self._store(key, entry)
+        return entry
 
     def _results(self, entry: _Entry, res: tuple[Any, ...], cells: _Cells, args: Any, kwargs: Any, rng: Any) -> Any:
         """The call's result; outputs that depend on Tensors requiring grad get one node, whose VJP is
@@ -1068,16 +1206,90 @@ class Jitted:
         program and its runner: `_Entry`), and cache it where ``keep`` and the call left the
         Python state it reads as it was. Returns the entry and the call's result."""
         self._check_compile(flat, cells)
-        cap = _Capture(self._name, flat, cells)
-        cap.run(self.f, targs, tkw)
+        traced = self._trace_jax(key, flat, cells, targs, tkw) if keep and self.compile is None else None
+        if traced is None:
+            cap = _Capture(self._name, flat, cells)
+            cap.run(self.f, targs, tkw)
+            entry = _Entry(key, cap, self._name, self.compile, self._donated(flat, targs, tkw, cap.leaf_tracers))
+            result = cap.first_result()
+        else:
+            cap, entry, result = traced
         with self._lock:
             self._traces += 1
-        entry = _Entry(key, cap, self._name, self.compile, self._donated(flat, targs, tkw, cap.leaf_tracers))
-        result = cap.first_result()
         cap.trace.forget()  # (the program keeps no value of the first call: only shapes and dtypes)
         if keep and key is not None and self._unchanged(cap, targs, tkw):
             self._store(key, entry)
         return entry, result
+
+    def _trace_jax(self, key: Any, flat: _Flat, cells: _Cells, targs: Any,
+                   tkw: Any) -> tuple[_Capture, _Entry, tuple[Any, ...]] | None:
+        """A trace of a call on JAX arrays, run inside one ``jax.jit`` trace: the witnesses are JAX's
+        abstract values, so no operation is compiled on its own (JAX compiles each eager operation
+        apart: seconds for a training step). The first call's results are those of the whole call,
+        compiled once; the entry replays that compiled function where its outputs are the program's.
+
+        Where Python reads a constant (a value no input reaches) or a call the trace does not record
+        makes one, the trace runs again with the constants computed (``jax.ensure_compile_time_eval``).
+        None where the arrays are not all JAX's, or where that fails too (``f`` raised, or read a
+        value): the call's state is put back as it was, and the trace is made eagerly (which raises
+        as ``f`` raises)."""
+        arrays = [*flat.leaves, *(t.data for t in cells.tensors), *(g.data for g in cells.grad_tensors)]
+        if not arrays or not all(_jax_array(a) for a in arrays) \
+                or not all(_jax_array(like.data) for _, _, like in cells.numbers):
+            return None
+        import jax
+
+        saved = _saved_state(flat, cells)
+        for constants in (False, True):
+            # (the constants, values no input reaches, are first staged too; where Python reads one, or one
+            # is made by a call the trace does not record, again with them computed: each compiled apart)
+            cap = _Capture(self._name, flat, cells)
+            done: list[Any] = []
+            try:
+                compiled, ins = self._compile_whole(key, cap, targs, tkw, done, constants)
+                outs = compiled(*ins)
+                break
+            except (jax.errors.JAXTypeError, _Abstract):
+                _put_back(flat, cells, saved)
+            except BaseException:  # noqa: BLE001 - (f raised: the eager trace raises it, leaving the state as f left it)
+                _put_back(flat, cells, saved)
+                return None
+        else:
+            return None
+        entry, slots, n_extra = done[0]
+        vals = dict(zip(slots, outs, strict=True))
+        cap._restore(lambda tr: vals[tr._i])
+        if not n_extra and not entry.donated and not entry.program.stateful \
+                and all(isinstance(o, int) for o in cap.outputs) and entry.run is not entry.program.fn:
+            entry.run = _compiled_runner(compiled, entry.run)  # (the program is the one just compiled)
+        return cap, entry, tuple(vals[o] if isinstance(o, int) else o[1] for o in cap.outputs)
+
+    def _compile_whole(self, key: Any, cap: _Capture, targs: Any, tkw: Any, done: list[Any],
+                       constants: bool) -> tuple[Any, list[Any]]:
+        """`_trace_jax`'s ``jax.jit`` of the whole call, lowered and compiled: its trace runs ``f`` (`_Capture.run`)
+        and builds the entry; it returns the program's outputs, then the state's other values (appended to
+        ``done`` with the entry). Returns the compiled function and its inputs."""
+        import contextlib
+
+        import jax
+
+        flat = cap.flat
+
+        def whole(*ws: Any) -> tuple[Any, ...]:
+            with jax.ensure_compile_time_eval() if constants else contextlib.nullcontext():
+                cap.run(self.f, targs, tkw, witnesses=ws)
+                entry = _Entry(key, cap, self._name, None, self._donated(flat, targs, tkw, cap.leaf_tracers))
+            if _leaks(cap, entry):
+                msg = "a constant of the program is an abstract value"
+                raise _Abstract(msg)
+            outs = [o for o in cap.outputs if isinstance(o, int)]
+            extra = [x for x in dict.fromkeys(cap.state_slots()) if x not in set(outs)]
+            done.append((entry, [*outs, *extra], len(extra)))
+            return tuple(cap.trace.witness[x] for x in (*outs, *extra))
+
+        cap._inputs()
+        ins = [cap.trace.witness[tr._i] for tr in cap.input_tracers()]
+        return jax.jit(whole).lower(*ins).compile(), ins
 
     def _check_compile(self, flat: _Flat, cells: _Cells) -> None:
         """Refuse ``compile="torch"`` of arrays that are not torch's (before ``f`` runs: torch.compile takes torch tensors only)."""
@@ -1110,6 +1322,61 @@ class Jitted:
             while len(self._cache) > self.cache_size:
                 old = self._cache.popitem(last=False)[1]
                 self._fast = {k: e for k, e in self._fast.items() if e is not old}
+
+
+def _compiled_runner(compiled: Any, program: Callable[..., Any]) -> Callable[..., Any]:
+    """The replay of a program that `Jitted._trace_jax` compiled whole (its outputs are the program's):
+    arrays the compiled function refuses (another weak type: the signature does not see it) run the
+    program under its own ``jax.jit``."""
+    def run(*ins: Any) -> Any:
+        try:
+            return compiled(*ins)
+        except TypeError:
+            return program(*ins)
+
+    return run
+
+
+class _Abstract(Exception):  # noqa: N818 - (a signal: the trace on abstract values cannot make this program)
+    pass
+
+
+def _jax_array(a: Any) -> bool:
+    t = type(a)
+    return t.__module__.split(".")[0] in ("jax", "jaxlib") and "Tracer" not in t.__name__ and hasattr(a, "shape")
+
+
+def _leaks(cap: _Capture, entry: _Entry) -> bool:
+    """Whether an abstract value (a JAX tracer of `Jitted._trace_jax`'s run) is a constant of the programs
+    or of the results (made by a call the trace does not record, which cannot be replayed)."""
+    from jax.core import Tracer as JaxTracer
+
+    consts = [*entry.program._const.values(), *(o[1] for o in cap.outputs if not isinstance(o, int))]
+    lin = entry.linear
+    if lin is not None and lin.program is not None:
+        consts += lin.program._const.values()
+    return any(isinstance(v, JaxTracer) for v in tree_leaves(consts))
+
+
+def _saved_state(flat: _Flat, cells: _Cells) -> Any:
+    """What a call may change besides its Python (see `_put_back`)."""
+    opts = [(o, {k: dict(v) for k, v in o.state.items()}, getattr(o, "_steps", None))  # type: ignore[attr-defined]
+            for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
+    return _snapshot(cells), opts, _rng_now()
+
+
+def _put_back(flat: _Flat, cells: _Cells, saved: Any) -> None:
+    """The state before a call: its Tensors' data and gradients, its numbers, the optimizers' state and
+    step counts, the random generator's state."""
+    snap, opts, (gen, rng) = saved
+    _restore(cells, snap)
+    for o, st, steps in opts:
+        o.state.clear()
+        o.state.update(st)
+        if steps is not None:
+            o._steps = steps
+    with gen._lock:
+        gen._np.bit_generator.state = rng
 
 
 def _slot(v: Any, outputs: list[Any]) -> int:
@@ -1413,8 +1680,7 @@ def _replay(entry: _Entry, flat: _Flat, cells: _Cells) -> Any:
     ins += [t.data for t in cells.tensors]
     ins += [g.data for g in cells.grad_tensors]
     for (d, n, _), nk in zip(cells.numbers, entry.number_kinds):
-        v = d[n]
-        ins.append(_as_number_array(v, nk) if isinstance(v, (int, float, np.generic)) else v)
+        ins.append(_number_input(d[n], nk))
     for k in entry.donated:
         # a donated buffer that another input shares (f(x, x), overlapping views) is copied: the
         # program would overwrite a value it still reads (JAX refuses a buffer donated and passed again)

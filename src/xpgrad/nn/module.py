@@ -386,12 +386,14 @@ class Module:
     # ---------------------------------------- xg.jit's view of a module: the protocol xpgrad._jit.JitStateful
     def _jit_state(self) -> tuple[Any, list[Tensor]]:
         """(static part of xg.jit's signature, the tensors a call reads and may rebind)."""
-        mods = list(self.modules())
-        static = (tuple((type(m), m.training) for m in mods), self._jit_structure())
-        return static, [*self.parameters(), *(b for b in self.buffers() if isinstance(b, Tensor))]
+        mods = list(self.named_modules())  # (one walk of the tree: every call of a jitted function makes it)
+        params, buffers = _members(mods, "_parameters"), _members(mods, "_buffers")
+        static = (tuple((type(m), m.training) for _, m in mods), (tuple(params), tuple(buffers)))
+        return static, [*params.values(), *(b for b in buffers.values() if isinstance(b, Tensor))]
 
     def _jit_structure(self) -> Any:
-        return (tuple(n for n, _ in self.named_parameters()), tuple(n for n, _ in self.named_buffers()))
+        mods = list(self.named_modules())
+        return (tuple(_members(mods, "_parameters")), tuple(_members(mods, "_buffers")))
 
     def _jit_numbers(self) -> list[Any]:
         return []
@@ -927,11 +929,24 @@ def _device(data: Any) -> Any:
     return array_api_compat.device(data)
 
 
+def _members(mods: list[tuple[str, Module]], table: str) -> dict[str, Any]:
+    """``named_parameters()``/``named_buffers()`` of the modules ``named_modules()`` gave: dotted name -> value."""
+    seen: set[int] = set()
+    out: dict[str, Any] = {}
+    for prefix, mod in mods:
+        for name, v in getattr(mod, table).items():
+            if v is None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            out[f"{prefix}.{name}" if prefix else name] = v
+    return out
+
+
 def _zero_grad(p: Tensor, set_to_none: bool) -> None:
-    if p.grad is None:
-        return
-    if set_to_none:
+    if set_to_none:  # (set without reading it: xg.jit sees a step that never reads the old gradient)
         p.grad = None
+        return
+    if p.grad is None:
         return
     g = p.grad.data
     p.grad = Tensor(backend_namespace(g).zeros_like(g))

@@ -149,8 +149,9 @@ class Optimizer:
         return (type(self), groups, self._jit_structure()), tensors
 
     def _jit_structure(self) -> Any:
+        # (an empty entry, SGD's without momentum after its first step, holds nothing a call reads: state_dict omits it too)
         return tuple((k, tuple((n, "Tensor" if isinstance(v, Tensor) else "number") for n, v in st.items()))
-                     for k, st in self.state.items())
+                     for k, st in self.state.items() if st)
 
     def _jit_numbers(self) -> list[Any]:
         out: list[Any] = []

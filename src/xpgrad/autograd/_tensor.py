@@ -699,6 +699,10 @@ class Tensor:
         if name == "setitem":
             self._write_item(key, other, o)
         else:
+            if isinstance(other, Tensor) and other._version is self._version:
+                # an update by a view of this memory (``y += y[0]``): by a copy of it, NumPy's result
+                # (torch refuses some overlaps and computes others in place, element by element)
+                o = backend_namespace(o).asarray(o, copy=True)
             self._write_raw(name, o)
         self._version[0] += 1
         if fw is not None or self._fw:

@@ -34,7 +34,9 @@ N, S, D = 3, 3, 4  # examples, rows per example, features
 OPS = {"sin": False, "tanh": False, "square": False, "scale": False, "matmul": True, "linear": True,
        "layernorm": True, "batchnorm_eval": False, "dropout_eval": False, "leaky": False,
        "swap": False, "int_index": False, "slice_roll": False, "flip": False, "setitem": False,
-       "iadd": False, "center": True, "cumsum": True, "where": False, "random": False}
+       "iadd": False, "center": True, "cumsum": True, "where": False, "random": False, "uniform": False,
+       "dropout_train": False, "softmax": True, "mask_set": False, "col_set": False, "int_set": False,
+       "swap_cols": False, "view_write": False, "take": False, "sort": False, "clip": False, "max": True}
 
 
 def _layers(backend: Any) -> dict[str, Any]:
@@ -51,8 +53,12 @@ def _layers(backend: Any) -> dict[str, Any]:
     return layers
 
 
-def _program(ops: list[str], layers: dict[str, Any], w: Any) -> Callable[[Any], Any]:
-    """``f(x)`` for one example ``x`` of shape (S, D): the ops in order."""
+def _indices(backend: Any) -> dict[str, Any]:
+    return {k: backend.asarray(np.asarray(v)) for k, v in (("perm", [2, 0, 1]), ("cols", [3, 0, 0, 1]))}
+
+
+def _program(ops: list[str], layers: dict[str, Any], w: Any, idx: dict[str, Any]) -> Callable[[Any], Any]:
+    """``f(x)`` for one example ``x`` of shape (S, D): the ops in order (``idx``: index arrays)."""
 
     def f(x: Any) -> Any:
         y = xg.asarray(x) * 1.0
@@ -72,7 +78,7 @@ def _program(ops: list[str], layers: dict[str, Any], w: Any) -> Callable[[Any], 
             elif op == "swap":
                 y[0], y[1] = y[1], y[0]
             elif op == "int_index":
-                y = y[xg.asarray([2, 0, 1])] * 1.0
+                y = y[idx["perm"], ...] * 1.0
             elif op == "slice_roll":
                 y = xg.concat([y[:, 2:], y[:, :2]], axis=1)
             elif op == "flip":
@@ -89,6 +95,31 @@ def _program(ops: list[str], layers: dict[str, Any], w: Any) -> Callable[[Any], 
                 y = xg.where(y > 0.1, y, y * 0.5)
             elif op == "random":
                 y = y + xg.random.normal((S, D), dtype=xg.float64)
+            elif op == "uniform":
+                y = y * xg.random.uniform(shape=(S, D), dtype=xg.float64)
+            elif op == "dropout_train":  # (in training mode: the mask is a draw, shared under "same")
+                y = xg.nn.functional.dropout(y, 0.5, training=True)
+            elif op == "softmax":
+                y = xg.nn.functional.softmax(y, dim=-1)
+            elif op == "mask_set":
+                y[y > 0.5] = 0.5
+            elif op == "col_set":
+                y[:, 0] = 0.25
+            elif op == "int_set":
+                y[::2, :] = y[1, :]
+            elif op == "swap_cols":
+                y[:, 0], y[:, 1] = y[:, 1], y[:, 0]
+            elif op == "view_write":
+                v = y[1:, :]
+                v *= 2.0
+            elif op == "take":
+                y = xg.take(y, idx["cols"], axis=1)
+            elif op == "sort":
+                y = xg.sort(y, axis=1)
+            elif op == "clip":
+                y = xg.clip(y, -0.5, 0.5)
+            elif op == "max":
+                y = y - xg.max(y, axis=1, keepdims=True)
         return y
 
     return f
@@ -112,13 +143,14 @@ def _examples(backend: Any) -> int:
 def test_vmap_agrees_with_a_python_loop(backend: Any) -> None:
     layers = _layers(backend)
     w = backend.asarray(W)
+    idx = _indices(backend)
 
     @settings(max_examples=_examples(backend))
     @given(ops=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=6), seed=st.integers(0, 2**16))
     def run(ops: list[str], seed: int) -> None:
         xs_np = np.random.default_rng(seed).standard_normal((N, S, D))
         xs = backend.asarray(xs_np)
-        f = _program(ops, layers, w)
+        f = _program(ops, layers, w, idx)
         exact = backend.name == "numpy" and not any(OPS[o] for o in ops)
 
         def loop(xs: Any, g: Callable[[Any], Any] = f) -> Any:
@@ -163,7 +195,7 @@ def test_vmap_agrees_with_a_python_loop(backend: Any) -> None:
 def test_vmap_randomness_different_draws_per_example_and_error_refuses(backend: Any) -> None:
     # "different" cannot be compared to a loop: its draws differ per example and are the same
     # for a batch drawn again under the same seed; "error" refuses a draw with its documented error
-    f = _program(["tanh", "random"], {}, None)
+    f = _program(["tanh", "random"], {}, None, {})
     xs = backend.asarray(np.zeros((N, S, D)))
     outs = []
     for _ in range(2):
@@ -181,16 +213,26 @@ def test_vmap_randomness_different_draws_per_example_and_error_refuses(backend: 
 
 
 def test_an_update_by_an_overlapping_view_is_numpys(backend: Any) -> None:
-    # ``y += y[2]`` (the "iadd" op above, eagerly): torch refuses an in-place update by a view
-    # of the array it writes; the result is NumPy's, the update by a copy of the view
+    # ``y += y[2]`` (the "iadd" op above, eagerly) and ``y[idx] = y[1]``: torch refuses an in-place
+    # update by a view of the array it writes, or computes it element by element; the result is
+    # NumPy's, the update by a copy of the view (eagerly and under jit)
     a = np.arange(12.0).reshape(3, 4)
-    for k in range(3):
-        y = xg.asarray(backend.asarray(a)) * 1.0
+
+    def f(x: Any, k: int) -> Any:
+        y = xg.asarray(x) * 1.0
         y += y[k, :]
         y -= y[:, 1:2]
         y *= y[(k + 1) % 3, :]
+        y[k::2, :] = y[(k + 1) % 3, :]
+        return y
+
+    jf = xg.jit(f, static_argnums=1)
+    for k in range(3):
         want = a.copy()
         want += want[k]
         want -= want[:, 1:2]
         want *= want[(k + 1) % 3]
-        _check(backend, y, want, f"row {k}", True)
+        want[k::2, :] = want[(k + 1) % 3]
+        for _ in range(2):  # (traced, then replayed)
+            _check(backend, f(backend.asarray(a), k), want, f"row {k}", True)
+            _check(backend, jf(backend.asarray(a), k), want, f"row {k}, jit", True)

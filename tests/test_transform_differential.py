@@ -203,7 +203,8 @@ XS = RNG.standard_normal((4, 6, D))  # four minibatches
 YS = RNG.standard_normal((4, 6, 1))
 LAYERS = ("linear", "relu", "tanh", "leaky", "dropout", "batchnorm", "layernorm", "residual", "tempered")
 EVENTS = ("data_add", "nograd_add", "fwd_hook", "fwd_hook_remove", "tensor_hook", "tensor_hook_remove",
-          "dropout_p", "slope", "temperature", "toggle", "load", "lr", "backward_hook")
+          "dropout_p", "slope", "temperature", "toggle", "load", "lr", "backward_hook", "pre_hook", "data_set",
+          "freeze", "buffer_scale")
 
 
 class Tempered(nn.Module):
@@ -218,14 +219,14 @@ class Tempered(nn.Module):
 
 
 class Residual(nn.Module):
-    """``x + block(x)``."""
+    """``block(x) + x`` (array-api-strict's ``+`` refuses a Tensor on the right of its array)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.block = nn.Sequential(nn.Linear(D, D), nn.Tanh())
 
     def forward(self, x: Any) -> Any:
-        return x + self.block(x)
+        return self.block(x) + x
 
 
 class Program(nn.Module):
@@ -270,6 +271,12 @@ def _of(model: Any, cls: type) -> list[Any]:
     return [m for m in model.modules() if isinstance(m, cls)]
 
 
+def _closed(model: Any, opt: Any) -> Callable[..., Any]:
+    """A jitted step that closes over the model and the optimizer (read at every call)."""
+    jc = xg.jit(lambda x, y: _step(model, opt, x, y))
+    return lambda m, o, x, y: jc(x, y)
+
+
 def _run_program(backend: Any, start: Any, prog: Any, way: str, snapshot: Any) -> tuple[list[Any], Any, Any]:
     """Run the program one way: the losses, the generator's next draw, the model."""
     _, (opt_kind, flag), events = prog
@@ -277,7 +284,7 @@ def _run_program(backend: Any, start: Any, prog: Any, way: str, snapshot: Any) -
     model.ckpt = way in ("checkpoint", "jit_checkpoint")
     opt = _optimizer(model, opt_kind, flag)
     step: Callable[..., Any] = {"eager": _step, "checkpoint": _step, "jit": xg.jit(_step),
-                                "jit_checkpoint": xg.jit(_step),
+                                "jit_checkpoint": xg.jit(_step), "jit_closure": _closed(model, opt),
                                 "jit_forward_backward_outside": _outside(xg.jit(_loss))}[way]
     jitted = way.startswith("jit")
     fwd_hooks: list[Any] = []
@@ -303,7 +310,8 @@ def _run_program(backend: Any, start: Any, prog: Any, way: str, snapshot: Any) -
             elif kind == "fwd_hook_remove" and fwd_hooks:
                 fwd_hooks.pop(k % len(fwd_hooks)).remove()
             elif kind == "tensor_hook":
-                tensor_hooks.append(params[k % len(params)].register_hook(lambda g, s=v: g * s))
+                learning = [q for q in params if q.requires_grad]
+                tensor_hooks.append(learning[k % len(learning)].register_hook(lambda g, s=v: g * s))
             elif kind == "tensor_hook_remove" and tensor_hooks:
                 tensor_hooks.pop(k % len(tensor_hooks)).remove()
             elif kind == "dropout_p":
@@ -321,6 +329,21 @@ def _run_program(backend: Any, start: Any, prog: Any, way: str, snapshot: Any) -
                 model.load_state_dict(snapshot)
             elif kind == "lr":
                 opt.param_groups[0]["lr"] = v * 0.1
+            elif kind == "pre_hook":  # (a forward pre-hook that changes the input)
+                mods = [*model.body, model.head]
+                fwd_hooks.append(mods[k % len(mods)].register_forward_pre_hook(
+                    lambda mod, args, s=v: (args[0] * s,)))
+            elif kind == "data_set":  # (a new array bound to .data)
+                p = params[k % len(params)]
+                p.data = p.data * (1.0 - v * 0.01)
+            elif kind == "freeze":  # (requires_grad toggled: no gradient, no update while frozen)
+                free = [q for q in params if q is not model.head.weight]  # (something always learns)
+                p = free[k % len(free)]
+                p.requires_grad_(not p.requires_grad)
+            elif kind == "buffer_scale":
+                for m in _of(model, nn.BatchNorm1d):
+                    with xg.no_grad():
+                        m.running_var *= 1.0 + v
             elif kind == "backward_hook":  # (for one step: jit refuses it, documented)
                 # (on the head, whose output requires grad: a module whose tensors do not needs no hook node)
                 h = model.head.register_full_backward_pre_hook(
@@ -331,9 +354,10 @@ def _run_program(backend: Any, start: Any, prog: Any, way: str, snapshot: Any) -
                     # up to the hook leaves what ran before it done (BatchNorm's statistics, draws),
                     # as an eager call that raised there would
                     m2, o2 = copy.deepcopy((model, opt))
+                    step2 = _closed(m2, o2) if way == "jit_closure" else step
                     with backend.policy(seed=99), pytest.raises(xg.XpgradValueError,
                                                                  match=r"cannot run inside xg\.jit"):
-                        step(m2, o2, xb, yb)
+                        step2(m2, o2, xb, yb)
                     # (the learning rate a float again, not a Tracer; the parameters not stepped)
                     assert isinstance(o2.param_groups[0]["lr"], float)
                     for p2, p1 in zip(m2.parameters(), model.parameters(), strict=True):
@@ -369,7 +393,7 @@ def test_random_training_programs_agree_with_eager(backend: Any) -> None:
                     t += 0.125
         want, want_next, ref = _run_program(backend, start, prog, "eager", snapshot)
         ref_sd = ref.state_dict()
-        for way in WAYS:
+        for way in (*WAYS, "jit_closure"):
             got, got_next, model = _run_program(backend, start, prog, way, snapshot)
             for i, (g, w) in enumerate(zip(got, want, strict=True)):
                 _same(backend, g, w, f"{way}: loss at step {i}", exact)

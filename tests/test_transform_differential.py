@@ -11,6 +11,16 @@ run. On NumPy and array-api-strict bit for bit: the four programs are the same o
 in the same order (jit replays them; the backward program is the eager backward's
 operations; the checkpoint recomputation repeats the forward's). Elsewhere to 1e-12
 (float64): JAX runs the programs under ``jax.jit``, where XLA may fuse and reorder.
+
+Then random training programs (hypothesis): a model drawn from a vocabulary of layers
+(Linear, activations, Dropout, BatchNorm1d, LayerNorm, a residual block, a user Module
+reading a Python ``temperature``), SGD with or without momentum, Adam or AdamW, and steps
+with events between them (updates in place under ``no_grad`` and through ``.data``, forward
+hooks and pre-hooks added and removed, Tensor hooks, attributes changed, ``train``/``eval``,
+``load_state_dict``, the learning rate set, ``requires_grad`` toggled). The same ways run it,
+and a jitted step that closes over the model and optimizer; a backward hook, which jit
+refuses, is checked to raise its documented error (and the step then runs eagerly). Bit for
+bit on NumPy, to 1e-12 elsewhere.
 """
 
 from __future__ import annotations
@@ -236,7 +246,10 @@ class Program(nn.Module):
         super().__init__()
         make = {"linear": lambda: nn.Linear(D, D), "relu": nn.ReLU, "tanh": nn.Tanh,
                 "leaky": lambda: nn.LeakyReLU(0.1), "dropout": lambda: nn.Dropout(0.3),
-                "batchnorm": lambda: nn.BatchNorm1d(D), "layernorm": lambda: nn.LayerNorm(D),
+                # (BatchNorm after a Tanh: after a Linear, or a LeakyReLU linear on a channel's
+                # batch, it cancels the bias, whose gradient is then rounding noise; Adam divides
+                # it by its eps, and the noise of JAX's fused programs is not eager's)
+                "batchnorm": lambda: nn.Sequential(nn.Tanh(), nn.BatchNorm1d(D)), "layernorm": lambda: nn.LayerNorm(D),
                 "residual": Residual, "tempered": Tempered}
         self.body = nn.Sequential(*(make[k]() for k in layers))
         self.head = nn.Linear(D, 1)

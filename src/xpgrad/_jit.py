@@ -1580,6 +1580,7 @@ def _trace_backward(trace: Trace, req: list[Tensor], leaves: list[Tensor]) -> _L
         cts.append(trace.input(xp.ones_like(w), xp, "a cotangent"))
     grads: list[Any] = []
     error = None
+    hooks = _drop_hooks(req)
     try:
         with enable_grad():
             gs = _autograd_grad(leaves, req, grad_outputs=[Tensor(c) for c in cts], allow_unused=True)
@@ -1591,7 +1592,24 @@ def _trace_backward(trace: Trace, req: list[Tensor], leaves: list[Tensor]) -> _L
     except Exception as e:  # noqa: BLE001 - (raised again by a backward through the call, not by the call)
         error = e
         del trace.instructions[start:]
+    finally:
+        _put_hooks(hooks)
     return _Linear(start, nslots, n_inputs, [c._i for c in cts], grads, error)
+
+
+def _drop_hooks(req: list[Tensor]) -> list[tuple[Tensor, Any]]:
+    """The hooks of the call's Tensors that require grad, taken off them while the call's VJP is
+    traced or run (`_put_hooks` puts them back): the backward that reaches the call's node runs
+    them on the gradients the node gives, once, as eagerly."""
+    saved = [(t, t._hooks) for t in req if t._hooks]
+    for t, _ in saved:
+        t._hooks = None
+    return saved
+
+
+def _put_hooks(saved: list[tuple[Tensor, Any]]) -> None:
+    for t, h in saved:
+        t._hooks = h
 
 
 def _writes_inputs(trace: Trace) -> bool:
@@ -1664,7 +1682,11 @@ class _Call:
                         gen._np.bit_generator.state = now
             ts = _call_tensors(self.owner.f, self.args, self.kwargs)
             req = [t for t in ts.values() if t._requires_grad]
-            return _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
+            hooks = _drop_hooks(req)
+            try:
+                return _autograd_grad(_grad_leaves(out, ts), req, grad_outputs=gs, allow_unused=True, create_graph=True)
+            finally:
+                _put_hooks(hooks)
 
 
 def _rule(xp: Any, g: Any, ans: Any, i: int, *args: Any) -> Any:

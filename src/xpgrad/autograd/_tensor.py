@@ -694,6 +694,10 @@ class Tensor:
         if type(o) is _Tracer and type(self.data) is not _Tracer:
             err = _untraced_write(_INPLACE_NAMES.get(name, name), tuple(self.shape), "a traced value is written into")
             raise err
+        if isinstance(other, Tensor) and other._version is self._version:
+            # an update by a view of this memory (``y += y[0]``, ``y[idx] = y[1]``): by a copy of it,
+            # NumPy's result (torch refuses some overlaps and computes others element by element)
+            o = backend_namespace(o).asarray(o, copy=True)
         if name == "setitem":
             self._write_item(key, other, o)
         else:

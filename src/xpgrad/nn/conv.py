@@ -29,6 +29,7 @@ from typing import Any
 import array_api_compat
 
 from .. import _namespace as xg
+from .. import _tracing
 from .._dispatch import backend_namespace
 from .._dispatch import raw_array as _raw
 from .._dtypes import is_float

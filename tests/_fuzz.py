@@ -366,6 +366,35 @@ for _kind in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"):
     _op(f"nn.{_kind}")(_window(_kind))
 
 
+@_op("nn.scaled_dot_product_attention")
+def _attention(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Self-attention over ``a``'s values as a sequence of one-feature tokens, causal or not."""
+    n = math.prod(a.shape)
+    causal = d(st.sampled_from([False, True]))
+    q, tq = f"xp.reshape({a.name}, (1, {n}, 1))", f"{a.name}.reshape(1, {n}, 1)"
+    return (f"xp.nn.functional.scaled_dot_product_attention({q}, {q}, {q}, is_causal={causal})",
+            f"torch.nn.functional.scaled_dot_product_attention({tq}, {tq}, {tq}, is_causal={causal})", (1, n, 1))
+
+
+@_op("nn.layer_norm")
+def _layer_norm(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    if a.ndim == 0 or a.shape[-1] < 2:
+        return None
+    k = a.shape[-1]
+    return (f"xp.nn.functional.layer_norm({a.name}, ({k},))", f"torch.nn.functional.layer_norm({a.name}, ({k},))",
+            a.shape)
+
+
+@_op("nn.embedding")
+def _embedding(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Rows of ``a`` as a one-column table, picked with a repeat (their gradients add up)."""
+    n = math.prod(a.shape)
+    if n < 2:
+        return None
+    return (f"xp.nn.functional.embedding(xp.asarray([[0, {n - 1}, 0]]), xp.reshape({a.name}, ({n}, 1)))",
+            f"torch.nn.functional.embedding(torch.tensor([[0, {n - 1}, 0]]), {a.name}.reshape({n}, 1))", (1, 3, 1))
+
+
 @_op("special.polygamma")
 def _polygamma(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     n = d(st.sampled_from([1, 2]))

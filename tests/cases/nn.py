@@ -98,4 +98,15 @@ CASES = [
            prepare=_distinct, complex=False, torch_fn=lambda t, x, **kw: t.nn.functional.max_pool2d(x, **kw)),
     OpCase("nn.avg_pool2d", lambda xp, x, **kw: F.avg_pool2d(x, **kw), shapes=_pool_shapes, params=_pool_params,
            complex=False, torch_fn=lambda t, x, **kw: t.nn.functional.avg_pool2d(x, **kw)),
+    # the fused primitives with native kernels on torch (the composition elsewhere)
+    OpCase("nn.scaled_dot_product_attention", lambda xp, q, k, v, **kw: F.scaled_dot_product_attention(q, k, v, **kw),
+           nargs=3, shapes=lambda draw: [(2, 3, 4), (2, 5, 4), (2, 5, 4)],
+           params=lambda draw, shapes: {"is_causal": draw(st.sampled_from([False, True]))}, complex=False,
+           torch_fn=lambda t, q, k, v, **kw: t.nn.functional.scaled_dot_product_attention(q, k, v, **kw)),
+    OpCase("nn.layer_norm", lambda xp, x, w, b: F.layer_norm(x, (4,), w, b), nargs=3,
+           shapes=lambda draw: [(2, 3, 4), (4,), (4,)], complex=False,
+           torch_fn=lambda t, x, w, b: t.nn.functional.layer_norm(x, (4,), w, b)),
+    OpCase("nn.embedding", lambda xp, w, i: F.embedding(i, w), nargs=2, shapes=lambda draw: [(6, 3), (2, 4)],
+           dtypes=["float", "int"], int_range=lambda shapes, params: (0, 5), complex=False,
+           torch_fn=lambda t, w, i: t.nn.functional.embedding(i, w)),
 ]

@@ -29,12 +29,13 @@ import xpgrad as xg
 from xpgrad._spec import CHAPTERS, FUNCTIONS
 from xpgrad.autograd._batched import RULES, UNBATCHABLE
 from xpgrad.autograd._batching_util import pointwise as pointwise_rule
-from xpgrad.autograd._core import GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, Primitive, apply, primitive
-from xpgrad.ops._registry import REGISTRY, Chapter, Inputs, Op, over, prim_of, remove
+from xpgrad.autograd._core import DECLARED, GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, Primitive, apply, primitive
+from xpgrad.ops._registry import _PRIMS, REGISTRY, Chapter, Inputs, Op, over, prim_of, remove
 
 from . import _fuzz
 from ._cases import registry_cases
 from ._util import ROOT, load_script
+from .cases import all_cases
 
 
 def _resolve(ns: Any, path: str) -> Any:
@@ -278,33 +279,63 @@ def _chapters() -> Iterator[Chapter]:
                 yield c
 
 
+def _signature(fn: Any) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default) per parameter; array-api-strict's ``Undef`` sentinel (its
+    ``astype(device=)``, to tell an explicit None apart) read as the standard's None."""
+    def default(p: inspect.Parameter) -> Any:
+        return None if type(p.default).__name__ == "Undef" else p.default
+    return [(p.name, p.kind, default(p)) for p in inspect.signature(fn).parameters.values()]
+
+
+#: the keyword-only parameters xpgrad deliberately adds after the standard's
+EXTENDS = {"asarray": ("requires_grad",)}  # (asarray(obj, requires_grad=True): a leaf to differentiate)
+
+
 @pytest.mark.parametrize("op", ENTRIES, ids=lambda op: op.name)
 def test_every_entry_is_where_its_facts_say(op: Op) -> None:
-    """An entry's primitive, module, namespace path, generated function and batching, as its
-    facts (chapter, standard name, module, view and multi-output, data-dependent shape) give them."""
-    assert op.prim.name == op.name and PRIMITIVES[op.name] is op.prim and prim_of(op.fn) is op.prim
-    assert op.prim.chapter == op.chapter
+    """An entry's primitive, module, namespace path, function and batching, as its kind
+    (pointwise, a function generated from its declaration or its declared body binding its
+    primitive, a query, a creation, an alias) and its facts (chapter, standard name, module,
+    view and multi-output, data-dependent shape) give them."""
     assert getattr(sys.modules[op.module], op.public_name) is op.fn
     if op.standard_name is not None:  # a function of the standard: where the standard puts it, with its signature
         assert _resolve(xg, op.standard_name) is op.fn
-        ours, theirs = inspect.signature(op.fn), inspect.signature(_resolve(xps, op.standard_name))
-        assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
-            (p.name, p.kind, p.default) for p in theirs.parameters.values()]
+        ours = [p for p in _signature(op.fn) if p[0] not in EXTENDS.get(op.name, ())]
+        assert ours == _signature(_resolve(xps, op.standard_name))
+        assert all(p[1] is inspect.Parameter.KEYWORD_ONLY for p in _signature(op.fn) if p[0] in EXTENDS.get(op.name, ()))
     else:  # beyond the standard: under its chapter's prefix (special.erf), in its own module
         assert op.chapter not in CHAPTERS or op.public_name not in CHAPTERS[op.chapter]
-    # generated with the declared signature, not the declaration itself
-    assert op.fn.__wrapped__.__code__.co_code != op.fn.__code__.co_code
-    assert inspect.signature(op.fn, follow_wrapped=False) == inspect.signature(op.fn.__wrapped__)
-    if not op.prim.fast:  # a view or multi-output primitive is applied directly (apply1/apply2 would pass it on)
-        assert "_apply" in op.fn.__code__.co_freevars and "_apply2" not in op.fn.__code__.co_freevars
+    if op.kind == "alias":  # a second name: its entry's function and primitive, nothing derived twice
+        target = REGISTRY[op.alias_of]
+        assert target.kind != "alias" and (op.fn, op.prim) == (target.fn, target.prim)
+        assert (op.test, op.fuzz) == (None, None)
+        return
+    if op.kind in ("query", "creation"):  # no primitive, no rules: declared without a gradient
+        assert op.prim is None and op.name in DECLARED and op.name not in PRIMITIVES and op.name not in RULES
+        assert op.fn not in _PRIMS and (op.test, op.fuzz) == (None, None)
+        assert not hasattr(op.fn, "__wrapped__")  # (its body computes the answer)
+        return
+    assert op.kind in ("pointwise", "function"), op.kind
+    assert PRIMITIVES[op.prim.name] is op.prim and prim_of(op.fn) is op.prim
+    assert op.prim.chapter == op.chapter
+    if hasattr(op.fn, "__wrapped__"):  # generated with the declared signature, not the declaration itself
+        assert op.prim.name == op.name
+        assert op.fn.__wrapped__.__code__.co_code != op.fn.__code__.co_code
+        assert inspect.signature(op.fn, follow_wrapped=False) == inspect.signature(op.fn.__wrapped__)
+        if not op.prim.fast:  # a view or multi-output primitive is applied directly (apply1/apply2 would pass it on)
+            assert "_apply" in op.fn.__code__.co_freevars and "_apply2" not in op.fn.__code__.co_freevars
+    else:  # a declared body: the function as written, binding its primitive
+        assert op.kind == "function" and op.batch is None
+        assert "bind" in op.fn.__code__.co_names
     # batched by its rule, or refused because its output's shape depends on the data
     if op.prim.data_dependent_shape:
-        assert op.prim.unbatchable and op.name in UNBATCHABLE and op.name not in RULES
-    else:
-        assert RULES[op.name] is op.prim.batch
-        assert (op.prim.batch is pointwise_rule) == (op.batch == "pointwise")
+        assert op.prim.unbatchable and op.prim.name in UNBATCHABLE and op.prim.name not in RULES
+    else:  # (a body may bind a pointwise primitive, astype's or polygamma's: its rule is pointwise's)
+        assert RULES[op.prim.name] is op.prim.batch
+        if hasattr(op.fn, "__wrapped__"):
+            assert (op.prim.batch is pointwise_rule) == (op.batch == "pointwise")
     if op.batch == "pointwise":
-        assert op.nargs >= 1 and (op.d is None or len(op.d) == op.nargs)
+        assert op.kind == "pointwise" and op.nargs >= 1 and (op.d is None or len(op.d) == op.nargs)
 
 
 def test_what_is_derived_from_the_entries_covers_them() -> None:
@@ -316,21 +347,26 @@ def test_what_is_derived_from_the_entries_covers_them() -> None:
     calls = _calls()
     assert {op.standard_name for op in ENTRIES if op.standard_name in FUNCTIONS} <= set(calls.CALLS)  # (the suite's functions)
     shown = [r["name"] for r in _coverage_rows()]
-    for op in ENTRIES:  # (each once, under the standard's name where it has one: linalg.inv, not inv)
+    for op in ENTRIES:  # (each once, under the standard's name where it has one: linalg.inv, not inv;
+        # an alias beyond the standard, special.psi, is its entry's row)
+        if op.kind == "alias" and op.standard_name is None:
+            assert op.name not in shown and shown.count(op.alias_of) == 1, op.name
+            continue
         assert shown.count(op.standard_name or op.name) == 1, op.name
         assert op.standard_name in (None, op.name) or op.name not in shown, op.name
 
 
-@pytest.mark.parametrize("chapter", list(_chapters()), ids=lambda c: c.module)
-def test_each_modules_all_is_its_entries_and_its_hand_written_rest(chapter: Chapter) -> None:
-    """A module's ``__all__`` is its entries and the hand-written functions its ``Chapter``
-    names (``extra``: written by hand, an alias such as ``special.psi``, or another module's
-    entry shown again, ``linalg.matmul``), each a function."""
-    mod = importlib.import_module(chapter.module)
-    entries = {op.public_name for op in ENTRIES if op.module == chapter.module}
-    assert set(mod.__all__) == entries | set(chapter.extra) and entries.isdisjoint(chapter.extra)
-    for n in chapter.extra:
-        assert callable(getattr(mod, n)), n
+@pytest.mark.parametrize("module", sorted({c.module for c in _chapters()}))
+def test_each_modules_all_is_its_entries_and_its_hand_written_rest(module: str) -> None:
+    """A module's ``__all__`` is its entries (of each of its ``Chapter``s: ``xpgrad.linalg``'s
+    functions and its aliases ``linalg.matmul``...) and the hand-written names its chapters
+    list (``extra``: a named-tuple result, a composition such as ``linalg.matrix_norm``)."""
+    mod = importlib.import_module(module)
+    extra = {n for c in _chapters() if c.module == module for n in c.extra}
+    entries = {op.public_name for op in ENTRIES if op.module == module}
+    assert set(mod.__all__) == entries | extra and entries.isdisjoint(extra)
+    for n in extra:
+        assert getattr(mod, n) is not None, n
 
 
 def _args(op: Any) -> list[np.ndarray]:
@@ -479,9 +515,16 @@ def test_the_special_functions_are_entries_under_their_prefix() -> None:
     name ``special.<name>``), beyond the standard, each with its rule test and fuzz op."""
     special = [op for op in ENTRIES if op.chapter == "special"]
     assert special
+    tested = {n for c in all_cases() for n in c.covered()}
     for op in special:
         assert (op.name, op.module, op.standard_name) == (f"special.{op.public_name}", "xpgrad.special", None), op.name
-        assert op.fn is getattr(xg.special, op.public_name) and op.test is not None and op.fuzz is not None, op.name
+        assert op.fn is getattr(xg.special, op.public_name), op.name
+        if op.kind == "pointwise":  # its rule test and fuzz op derived from the entry
+            assert op.test is not None and op.fuzz is not None, op.name
+        elif op.kind == "function":  # a body (polygamma's n, logsumexp's axis): its cases written by hand
+            assert op.prim.name in tested, op.name
+        else:
+            assert op.kind == "alias" and REGISTRY[op.alias_of].module == "xpgrad.special", op.name
     assert xg.special.psi is xg.special.digamma
     # what the derivatives read is what is saved: expit its output, erf its input
     assert (REGISTRY["special.expit"].prim.save, REGISTRY["special.expit"].prim.save_ans) == ((), True)
@@ -683,6 +726,46 @@ def test_a_query_and_an_alias_are_entries_without_a_primitive_of_their_own() -> 
         remove("sine_throwaway")
     assert "bits_throwaway" not in DECLARED and "sine_throwaway" not in REGISTRY
     assert REGISTRY["sin"].fn is xg.sin and prim_of(xg.sin) is REGISTRY["sin"].prim and "sin" in PRIMITIVES
+
+
+@pytest.mark.parametrize(("module", "chapter", "prefix"), [
+    ("xpgrad.linalg", "linalg", "linalg."), ("xpgrad.fft", "fft", "fft."), ("xpgrad.special", "special", "special.")])
+def test_an_entry_of_an_extension_module_is_in_that_module_only(module: str, chapter: str, prefix: str) -> None:
+    """An entry (and an alias) declared outside ``xpgrad.linalg``, ``xpgrad.fft`` or
+    ``xpgrad.special`` for one of them is put into that module and its ``__all__``, not into
+    ``xg``'s namespace (only ``xpgrad.ops.*`` entries are); removed from it again."""
+    import importlib as _il
+
+    mod = _il.import_module(module)
+    op = Chapter(chapter, module=module, prefix=prefix)
+
+    plus_p = op.primitive("plus_throwaway", fwd=lambda xp, x: x + 0, jvp="linear", vjp=(lambda xp, g, ans, x: g,), save=())
+
+    @op.entry(plus_p)
+    def plus_throwaway(x: Any, /) -> Any:
+        """x + 0 (a test's throwaway entry).
+
+        Examples:
+            >>> 1
+            1
+        """
+        return plus_p.bind(x)
+
+    op.alias("plus_alias_throwaway", plus_throwaway)
+    try:
+        for n in ("plus_throwaway", "plus_alias_throwaway"):
+            assert getattr(mod, n) is plus_throwaway and n in mod.__all__, n
+            assert not hasattr(xg, n) and not hasattr(xg._namespace, n), n
+        assert REGISTRY[prefix + "plus_alias_throwaway"].alias_of == prefix + "plus_throwaway"
+        x = np.linspace(0.1, 0.9, 4)
+        for k in range(2):
+            np.testing.assert_array_equal(plus_throwaway(x + k).numpy(), x + k)
+            np.testing.assert_array_equal(xg.grad(lambda v: xg.sum(plus_throwaway(v) * v))(x + k), 2 * (x + k))
+    finally:
+        remove(prefix + "plus_alias_throwaway")
+        remove(prefix + "plus_throwaway")
+    for n in ("plus_throwaway", "plus_alias_throwaway"):
+        assert not hasattr(mod, n) and n not in mod.__all__, n
 
 
 def test_a_creation_from_python_numbers_is_an_entry_without_a_primitive() -> None:

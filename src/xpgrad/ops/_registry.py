@@ -420,12 +420,12 @@ class Chapter:
         self.prefix = prefix
         #: public names of the module that are not registry entries (yet)
         self.extra = tuple(extra)
-        self._names: list[str] = []
 
     def check_all(self, names: Sequence[str]) -> None:
         """Check the module's literal ``__all__`` (which type checkers read) against its
-        entries: an entry missing from it, or a name there that no entry declares, fails
-        the import naming it.
+        entries (those of every ``Chapter`` of the module: ``xpgrad.linalg``'s functions and
+        its aliases): an entry missing from it, or a name there that no entry declares and
+        ``extra`` does not name, fails the import naming it.
 
         Examples:
             >>> from xpgrad.ops import elementwise
@@ -434,7 +434,8 @@ class Chapter:
             ...
             xpgrad._exceptions.XpgradRuntimeError: elementwise: __all__ lists ['sine'], which no entry declares
         """
-        declared, listed = set(self._names), set(names)
+        declared = {op.public_name for op in REGISTRY.values() if op.module == self.module}
+        listed = set(names)
         if declared - listed:
             msg = f"{self.module.rsplit('.', 1)[-1]}: add {sorted(declared - listed)} to __all__ (declared, not listed)"
             raise XpgradRuntimeError(msg)
@@ -741,6 +742,8 @@ class Chapter:
         """Declare ``name`` as a second name of the entry whose public function is ``fn``
         (``psi = op.alias("psi", digamma)``): an `Op` of kind ``"alias"``, the same
         function and primitive; rule tests, fuzz and the coverage page count the entry once.
+        Its chapter is the declaring one's: ``linalg.matmul`` is the standard's
+        ``linalg.matmul`` (`Op.standard_name`), an alias of ``matmul``.
 
         Examples:
             >>> import xpgrad as xg
@@ -758,10 +761,9 @@ class Chapter:
         if full in REGISTRY or full in PRIMITIVES:
             msg = f"registry: alias {full}: an operation named {full!r} is already registered"
             raise XpgradValueError(msg)
-        entry = Op(name=full, chapter=target.chapter, fn=fn, prim=target.prim, nargs=target.nargs, batch=None,
+        entry = Op(name=full, chapter=self.chapter, fn=fn, prim=target.prim, nargs=target.nargs, batch=None,
                    test=None, fuzz=None, module=self.module, kind="alias", alias_of=target.name)
         REGISTRY[full] = entry
-        self._names.append(name)
         _install(entry, declared_in=sys._getframe(1).f_globals.get("__name__", ""))
         return fn
 
@@ -784,7 +786,6 @@ class Chapter:
         REGISTRY[entry.name] = entry
         if entry.prim is not None:
             _PRIMS[entry.fn] = entry.prim
-        self._names.append(decl.__name__)
         _install(entry, declared_in=decl.__module__)
 
 

@@ -88,7 +88,6 @@ _C = "linalg"
 # namespace's functions it re-exports, declared as aliases of their entries (at the end).
 op = Chapter(_C, module="xpgrad.linalg", extra=(
     "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "matrix_norm",
-    "matmul", "matrix_transpose", "tensordot", "vecdot",
 ))
 
 

@@ -339,6 +339,35 @@ def _cross_entropy(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
     return xg, tc, tshape if red == "none" else ()
 
 
+@_op("nn.layer_norm")
+def _layer_norm(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Layer norm of ``a`` over its last axis (the native kernel's primitive; its composition elsewhere)."""
+    if a.ndim == 0:
+        return None
+    tpl = "{N}.nn.functional.layer_norm({a}, ({n},))"
+    return (tpl.format(N="xp", a=a.name, n=a.shape[-1]), tpl.format(N="torch", a=a.name, n=a.shape[-1]), a.shape)
+
+
+@_op("nn.scaled_dot_product_attention")
+def _attention(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Attention of ``a`` with itself as query, key and value (the last two axes), causal or not."""
+    if a.ndim < 2:
+        return None
+    causal = d(st.booleans())
+    tpl = "{N}.nn.functional.scaled_dot_product_attention({a}, {a}, {a}, is_causal={c})"
+    return tpl.format(N="xp", a=a.name, c=causal), tpl.format(N="torch", a=a.name, c=causal), a.shape
+
+
+@_op("nn.embedding")
+def _embedding(d: Draw, b: _Builder, a: Val, pool: list[Val]) -> Out:
+    """Rows of the 2-D table ``a`` picked by drawn indices (repeats included: their gradients add)."""
+    if a.ndim != 2:
+        return None
+    idx = d(st.lists(st.integers(0, a.shape[0] - 1), min_size=1, max_size=4))
+    return (f"xp.nn.functional.embedding(xp.asarray({idx!r}), {a.name})",
+            f"torch.nn.functional.embedding(torch.tensor({idx!r}), {a.name})", (len(idx), a.shape[1]))
+
+
 def _as_column(a: Val) -> tuple[str, str, int]:
     """``a`` as a one-channel (1, 1, n, 1) image: its xpgrad and torch spellings and ``n``."""
     n = math.prod(a.shape)

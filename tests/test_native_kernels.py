@@ -382,8 +382,9 @@ def test_dask_kernels_are_one_task_per_batch_chunk(computes: Any) -> None:
 
     for got_f, want_f in zip(fns(w, wt), fns(wn, wtn), strict=True):
         c = rng.standard_normal(tuple(want_f(xn).shape))
+        cd = da.from_array(c)
 
-        def loss(x: Any, f: Any = got_f, c: Any = da.from_array(c)) -> Any:
+        def loss(x: Any, f: Any = got_f, c: Any = cd) -> Any:
             return xg.sum(f(x) * c)
 
         before = computes.n

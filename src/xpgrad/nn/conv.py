@@ -15,9 +15,11 @@ Max pooling picks, in each window, the first maximum in row-major kernel order
 
 Convolution, transposed convolution, max and average pooling are primitives
 (``nn.conv2d``, ``nn.conv_transpose2d``, ``nn.max_pool2d``, ``nn.avg_pool2d``) whose
-forwards run the library's own kernels where it has them (torch's, JAX's ``lax``), and
-the composition above everywhere else; the composition is also the reference the
-native kernels are tested against (tests/test_native_kernels.py).
+forwards run the library's own kernels where it has them (torch's, JAX's ``lax``; on Dask
+the NumPy composition once per batch chunk), and the composition above everywhere else;
+the composition is also the reference the native kernels are tested against
+(tests/test_native_kernels.py). On raw arrays it works with the batch axis innermost (see
+``_batch_last``).
 """
 
 from __future__ import annotations

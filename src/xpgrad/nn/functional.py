@@ -339,7 +339,7 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Tensor
         ixp = _bxp(idx)
         idx = _check_indices(idx, wshape[0], None, "embedding", ixp)
         flat = ixp.reshape(idx, (-1,))
-    if len(wshape) == 2 and native_kernel(_bxp(input), "embedding") is not None:
+    if len(wshape) == 2 and _bxp(weight) is _bxp(input) and native_kernel(_bxp(weight), "embedding") is not None:
         pad = None if padding_idx is None else padding_idx % wshape[0]
         return xg.reshape(apply(_embedding, (weight, flat), {"padding_idx": pad}), (*ishape, wshape[1]))
     rows = xg.take(weight, flat, axis=0)

@@ -1176,6 +1176,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
             raise XpgradValueError(msg)
         key = xg.repeat(key, qs[-3] // ks[-3], axis=-3)
         value = xg.repeat(value, qs[-3] // ks[-3], axis=-3)
+        ks, vs = _shape(key), _shape(value)
     factor = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
     if is_causal and attn_mask is not None:
         msg = f"{func}: give attn_mask or is_causal=True, not both"

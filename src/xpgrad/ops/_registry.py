@@ -315,21 +315,11 @@ def _body_is_docstring(fn: Callable[..., Any]) -> bool:
     return code is not None and code.co_code == _empty.__code__.co_code
 
 
-def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int | str | None = None,
-              params: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
-    """The public function: ``decl``'s signature, docstring and module, calling ``prim``.
-
-    ``arrays``: how many leading positional parameters are the primitive's arguments
-    (None: all of them; ``"seq"``: the first parameter is a sequence of arrays, as in
-    ``concat``; ``"*"``: the ``*arrays`` parameter). The other parameters are passed to
-    the primitive as keywords, each through ``params[name]`` where given (``tuple``).
-
-    Built as source and executed with the declaring module's globals (as ``dataclasses``
-    builds ``__init__``): a plain function, as fast as a hand-written one, whose doctest
-    ``--doctest-modules`` finds in that module.
-    """
+def _signature_parts(decl: Callable[..., Any], name: str, arrays: int | str | None,
+                     norms: dict[str, Callable[[Any], Any]]) -> tuple[list[str], list[str], list[str]]:
+    """``decl``'s parameters as source: the generated signature's parts, the primitive's array
+    arguments and its keyword entries (``'axis': axis``, through ``_n_<name>`` where normalised)."""
     sig = inspect.signature(decl)
-    norms = dict(params or {})
     parts: list[str] = []
     call: list[str] = []
     kw: list[str] = []
@@ -371,15 +361,37 @@ def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int 
     if unknown:
         msg = f"registry: {name}: params= names {sorted(unknown)}, which are not parameters"
         raise XpgradTypeError(msg)
+    return parts, call, kw
+
+
+def _call_body(prim: Primitive, call: list[str], kw: list[str]) -> str:
+    """The generated function's one line: the cheapest ``apply`` that takes ``prim``'s arguments."""
     kwd = "{" + ", ".join(kw) + "}" if kw else "_NOKW"
     if not prim.fast:  # (a view or multi-output primitive: apply1 and apply2 would only pass it on to apply)
-        body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
-    elif len(call) == 1 and not call[0].startswith("*"):  # (apply2 itself: apply1 would be one more frame)
-        body = f"_apply2(_prim, {call[0]}, _NOARG, {kwd})"
-    elif len(call) == 2 and not any(c.startswith("*") for c in call):
-        body = f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"
-    else:
-        body = f"_apply(_prim, ({', '.join(call)},), {kwd})"
+        return f"_apply(_prim, ({', '.join(call)},), {kwd})"
+    if len(call) == 1 and not call[0].startswith("*"):  # (apply2 itself: apply1 would be one more frame)
+        return f"_apply2(_prim, {call[0]}, _NOARG, {kwd})"
+    if len(call) == 2 and not any(c.startswith("*") for c in call):
+        return f"_apply2(_prim, {call[0]}, {call[1]}, {kwd})"
+    return f"_apply(_prim, ({', '.join(call)},), {kwd})"
+
+
+def _generate(decl: Callable[..., Any], name: str, prim: Primitive, arrays: int | str | None = None,
+              params: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
+    """The public function: ``decl``'s signature, docstring and module, calling ``prim``.
+
+    ``arrays``: how many leading positional parameters are the primitive's arguments
+    (None: all of them; ``"seq"``: the first parameter is a sequence of arrays, as in
+    ``concat``; ``"*"``: the ``*arrays`` parameter). The other parameters are passed to
+    the primitive as keywords, each through ``params[name]`` where given (``tuple``).
+
+    Built as source and executed with the declaring module's globals (as ``dataclasses``
+    builds ``__init__``): a plain function, as fast as a hand-written one, whose doctest
+    ``--doctest-modules`` finds in that module.
+    """
+    norms = dict(params or {})
+    parts, call, kw = _signature_parts(decl, name, arrays, norms)
+    body = _call_body(prim, call, kw)
     bind = "".join(f"    _n_{n} = _norm[{n!r}]\n" for n in norms)  # (closure cells: no dict lookup per call)
     src = (f"def _make(_prim, _apply, _apply2, _NOARG, _NOKW, _norm):\n{bind}"
            f"    def {decl.__name__}({', '.join(parts)}):\n"

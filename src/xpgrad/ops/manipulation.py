@@ -35,7 +35,7 @@ from .._exceptions import XpgradIndexError, XpgradTypeError, XpgradValueError
 from ..autograd._batched import shift_axes, shift_axis
 from ..autograd._batching_util import along_axes, full, lndim, pad, pad_all, pointwise
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, declare, is_xpgrad, linear_jvp, primitive, zeros_like_shape
+from ._common import Array, Tensor, apply, is_xpgrad, linear_jvp, primitive, zeros_like_shape
 from ._registry import Chapter, Inputs, prim_of
 from .indexing import scatter_add, source_index
 
@@ -58,9 +58,9 @@ __all__ = [
 ]
 
 _C = "manipulation"
-#: broadcast_arrays' body dispatches on the dtypes; broadcast_shapes (on shape tuples, no
-#: array) is no entry
-op = Chapter(_C, module=__name__, extra=("broadcast_shapes",))
+#: broadcast_arrays is an entry whose body dispatches on the dtypes; broadcast_shapes (on shape
+#: tuples, no array) a query entry
+op = Chapter(_C, module=__name__)
 
 
 def _ax(axis: int, ndim: int) -> int:
@@ -146,6 +146,7 @@ def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
     return _broadcast_arrays.bind(*arrays)
 
 
+@op.query(reason="operates on shape tuples, not on arrays")
 def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
     """The shape that arrays of ``shapes`` broadcast to (None: an unknown size).
 
@@ -175,8 +176,6 @@ def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
         out.append(size)
     return tuple(out)
 
-
-declare("broadcast_shapes", "operates on shape tuples, not on arrays")
 
 
 # ---------------------------------------------------------------- reshaping

@@ -966,7 +966,7 @@ class _Entry:
         self.n_grads = len(cells.grad_tensors)
         self.grad_blind = cap.grad_blind
         self.simple = not (cells.tensors or cells.grad_tensors or cells.numbers or flat.objects or self.grad_outputs)
-        reuse = all(isinstance(w, (np.ndarray, np.generic)) for w in trace.witness)
+        reuse = all(_tracing.is_numpy(w) for w in trace.witness)
         self.n_out = len(cap.outputs)
         self.linear = lin = cap.linear
         run_trace = trace if lin is None else self._split(lin, cap, name, compile, reuse)
@@ -1381,6 +1381,8 @@ def _put_back(flat: _Flat, cells: _Cells, saved: Any) -> None:
 
 def _slot(v: Any, outputs: list[Any]) -> int:
     """Add ``v`` (a traced value, or a constant: made with no traced input) to the outputs; its position."""
+    if type(v) is Tracer:
+        v._t.keep(v)  # (the first call returns its value)
     outputs.append(v._i if type(v) is Tracer else ("const", v))
     return len(outputs) - 1
 
@@ -1568,6 +1570,7 @@ class _Linear:
 def _trace_backward(trace: Trace, req: list[Tensor], leaves: list[Tensor]) -> _Linear:
     """Trace the backward pass of ``leaves`` (results requiring grad) to ``req`` from new cotangent inputs."""
     start, nslots, n_inputs = len(trace.instructions), len(trace.witness), len(trace.inputs)
+    trace.keep_below = nslots  # (the forward's values the backward reads are the first call's residuals)
     cts = []
     for t in leaves:
         d = t.data
@@ -1582,6 +1585,8 @@ def _trace_backward(trace: Trace, req: list[Tensor], leaves: list[Tensor]) -> _L
             gs = _autograd_grad(leaves, req, grad_outputs=[Tensor(c) for c in cts], allow_unused=True)
         for g in gs:
             d = None if g is None else g.data
+            if type(d) is Tracer:
+                trace.keep(d)  # (an output of the backward program: the passes compare constants with it)
             grads.append(d._i if type(d) is Tracer else ("const", d))
     except Exception as e:  # noqa: BLE001 - (raised again by a backward through the call, not by the call)
         error = e
@@ -1596,7 +1601,8 @@ def _writes_inputs(trace: Trace) -> bool:
     may_alias = _tracing._MAY_ALIAS[0]
     for x in trace.instructions:
         s = x.writes
-        if s is not None and (s in ins or any(may_alias(trace.witness[s], w) for w in ws)):
+        # (a value the trace dropped is an array the program made, owning its memory: no input's)
+        if s is not None and (s in ins or (_tracing.held(trace.witness[s]) and any(may_alias(trace.witness[s], w) for w in ws))):
             return True
     return False
 

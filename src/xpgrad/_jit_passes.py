@@ -1,8 +1,10 @@
 """Passes over a traced program (`xpgrad._jit`).
 
 Each pass reads the recorded `Instruction` list and the trace's
-witnesses (the first call's values, which say each value's type, shape, dtype and, on
-NumPy, which results are views of which). `optimize` runs them in order: dead code
+witnesses: the first call's values, or what the trace kept of those it dropped (a
+`xpgrad._tracing._Meta`: type, shape, dtype, layout, a sample of each end), which say
+each value's type, shape, dtype and layout; ``trace.bases`` says which NumPy results are
+views of which. `optimize` runs them in order: dead code
 on every backend; on a program of NumPy arrays also `fold_constants`,
 `elide_copies`, `fuse_mask_casts`, `direct_calls` and
 `fuse_elementwise`, each of which keeps every value bit for bit (never a rewrite that
@@ -23,6 +25,8 @@ from . import _fast_adapter as fa
 from . import _tracing
 from ._tracing import Instruction, Trace, Tracer
 from .tree_util import is_leaf, tree_map
+
+_Meta = _tracing._Meta
 
 __all__ = ["PassState", "dead_code", "direct_calls", "elide_copies", "fold_constants", "frees_at", "fuse_elementwise", "fuse_mask_casts",
            "last_uses", "optimize", "reuse_plan", "variables"]
@@ -53,6 +57,16 @@ def _tracers_of(x: Instruction, state: PassState | None) -> list[Tracer]:
     ts = _tracing._tracers_in((x.args, x.kwargs))
     reads[id(x)] = (x, ts)
     return ts
+
+
+def _nd(v: Any) -> bool:
+    """Whether a witness (or what the trace kept of it) is exactly a NumPy ndarray."""
+    return type(v) is np.ndarray or (type(v) is _Meta and v.cls is np.ndarray)
+
+
+def _isnd(v: Any) -> bool:
+    """Whether a witness (or what the trace kept of it) is a NumPy ndarray or of a subclass (a memmap)."""
+    return isinstance(v, np.ndarray) or (type(v) is _Meta and issubclass(v.cls, np.ndarray))
 
 
 def dead_code(ins: list[Instruction], outputs: list[Any], state: PassState | None = None) -> list[Instruction]:
@@ -94,19 +108,16 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
     # buffers the program owns outright: fresh results of ufuncs, never viewed
     owned: set[int] = set()
     viewed: set[int] = set()
-    by_id = {id(x): s for s, x in enumerate(w)}
+    bases = trace.bases
     for x in ins:
         for o in x.outs:
             wo = w[o]
-            if type(wo) is np.ndarray and wo.base is not None:
-                b = by_id.get(id(wo.base))
-                if b is not None:
-                    viewed.add(b)
-            if type(wo) is np.ndarray and wo.base is None and (isinstance(x.fn, np.ufunc) or x.fn in _OP_UFUNC):
+            viewed.update(bases.get(o, ()))
+            if _nd(wo) and wo.base is None and (isinstance(x.fn, np.ufunc) or x.fn in _OP_UFUNC):
                 owned.add(o)
         if x.writes is not None:
             viewed.add(x.writes)  # (written in place: keep it simple, never reused)
-    owned |= {s for s in donated if type(w[s]) is np.ndarray and w[s].base is None}
+    owned |= {s for s in donated if _nd(w[s]) and w[s].base is None}
     out_slots = {o for o in outputs if isinstance(o, int)}
     last = last_uses(ins, outputs)
     plan: dict[int, int] = {}
@@ -120,7 +131,7 @@ def reuse_plan(trace: Trace, ins: list[Instruction], outputs: list[Any], donated
         wo = w[x.outs[0]]
         # (one element gains nothing from a reused buffer, and NumPy's complex multiply and
         # square take another loop for it in place, which differs in the last bit)
-        if type(wo) is not np.ndarray or wo.size <= 1:
+        if not _nd(wo) or wo.size <= 1:
             continue
         for a in x.args:
             if type(a) is not Tracer:
@@ -193,15 +204,20 @@ def _reads(x: Instruction, state: PassState | None) -> list[int]:
     return [t._i for t in _tracers_of(x, state)]
 
 
-FOLD_MAX_BYTES = 1 << 20  # a larger constant is made by each call (not held by the program between calls)
+FOLD_MAX_BYTES = _tracing.KEEP_CONSTANT_BYTES  # a larger constant is made by each call (not held by the program between calls)
 # creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
-_LIKE = frozenset({"ones_like", "zeros_like", "full_like"})
+_LIKE = _tracing._LIKE
 
 
-def _guarded(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Any]:
-    """The witnesses a replay hands out or writes into: a constant must share no memory with them."""
+def _guarded(trace: Trace, ins: list[Instruction], outputs: list[Any]) -> list[Any] | None:
+    """The witnesses a replay hands out or writes into: a constant must share no memory with them.
+    (The trace keeps them, except arrays written in place that own their memory, which only a
+    view of them could share, and a constant made from one is kept too: `Trace._keep_written`.
+    None where it dropped another.)"""
     w = trace.witness
     slots = {o for o in outputs if isinstance(o, int)} | {x.writes for x in ins if x.writes is not None}
+    if any(not _tracing.held(w[s]) and w[s].base is not None for s in slots):
+        return None
     return [w[s] for s in slots if isinstance(w[s], np.ndarray)]
 
 
@@ -214,10 +230,13 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any],
     Only where the replay can never change such a value: no output, no value written in
     place, shares memory with it (a constant returned or updated in place would carry one
     call's changes into the next). Random draws (stateful calls) are never folded, nor a
-    value over ``FOLD_MAX_BYTES`` (the program would hold it between calls).
+    value over ``FOLD_MAX_BYTES`` (the program would hold it between calls), nor one whose value
+    the trace did not keep (`xpgrad._tracing.Trace.release` keeps the constants up to that size).
     """
     w = trace.witness
     guard = _guarded(trace, ins, outputs)
+    if guard is None:
+        return ins
     const: set[int] = set()
     out: list[Instruction] = []
     for x in ins:
@@ -225,31 +244,25 @@ def fold_constants(trace: Trace, ins: list[Instruction], outputs: list[Any],
         like = getattr(x.fn, "__name__", "") in _LIKE and x.args and type(x.args[0]) is Tracer
         free = [t for t in (reads[1:] if like else reads) if t._i not in const]
         if (not free and x.outs and x.writes is None and not getattr(x.fn, "_xg_stateful", False)
-                and all(getattr(w[o], "nbytes", 0) <= FOLD_MAX_BYTES for o in x.outs)
+                and all(getattr(w[o], "nbytes", 0) <= FOLD_MAX_BYTES and _tracing.held(w[o]) for o in x.outs)
                 and not any(isinstance(w[o], np.ndarray) and any(np.may_share_memory(w[o], g) for g in guard)
                             for o in x.outs)):
             const.update(x.outs)
             continue
         if reads and any(t._i in const for t in reads):
-            x = _rewrite(x, args=_subst(x.args, lambda t: t._w if t._i in const else t),
-                         kwargs=_subst(x.kwargs, lambda t: t._w if t._i in const else t))
+            x = _rewrite(x, args=_subst(x.args, lambda t: w[t._i] if t._i in const else t),
+                         kwargs=_subst(x.kwargs, lambda t: w[t._i] if t._i in const else t))
         out.append(x)
     return out
 
 
 def _views(trace: Trace, ins: list[Instruction]) -> set[int]:
-    """Slots whose buffer another value of the program views (by the witnesses' ``base``)."""
-    w = trace.witness
-    by_id = {id(v): s for s, v in enumerate(w)}
+    """Slots whose buffer another value of the program views (by the witnesses' ``base``, ``trace.bases``)."""
+    bases = trace.bases
     viewed: set[int] = set()
     for x in ins:
         for o in x.outs:
-            b = getattr(w[o], "base", None)
-            while b is not None:
-                s = by_id.get(id(b))
-                if s is not None:
-                    viewed.add(s)
-                b = getattr(b, "base", None)
+            viewed.update(bases.get(o, ()))
     return viewed
 
 
@@ -285,7 +298,7 @@ def elide_copies(trace: Trace, ins: list[Instruction], outputs: list[Any],
             src = x.args[0]
             s, r = src._i, x.outs[0]
             ws, wr = w[s], w[r]
-            if (type(ws) is np.ndarray and type(wr) is np.ndarray and ws.base is None and wr.base is None
+            if (_nd(ws) and _nd(wr) and ws.base is None and wr.base is None
                     and ws.flags.c_contiguous and ws.flags.writeable and ws.dtype == wr.dtype and ws.shape == wr.shape
                     and ws.strides == wr.strides and s not in inputs and s not in out_slots and s not in viewed
                     and last.get(s) == i):
@@ -324,7 +337,7 @@ def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any],
             continue
         m, c = x.args[0], x.outs[0]
         wm, wc = w[m._i], w[c]
-        if type(wm) is not np.ndarray or wm.dtype != np.bool_ or type(wc) is not np.ndarray or wc.dtype.kind != "f":
+        if not _nd(wm) or wm.dtype != np.bool_ or not _nd(wc) or wc.dtype.kind != "f":
             continue
         u = uses.get(c, [])
         if c in out_slots or len(u) != 1 or u[0] in fixed:
@@ -336,7 +349,7 @@ def fuse_mask_casts(trace: Trace, ins: list[Instruction], outputs: list[Any],
             continue
         a, b = y.args
         other = b if type(a) is Tracer and a._i == c else a
-        if type(other) is not Tracer or other._i == c or type(w[other._i]) is not np.ndarray:
+        if type(other) is not Tracer or other._i == c or not _nd(w[other._i]):
             continue
         wo = w[other._i]
         if wo.dtype != wc.dtype or np.result_type(wo.dtype, np.bool_) != wc.dtype:
@@ -360,7 +373,7 @@ def direct_calls(trace: Trace, ins: list[Instruction]) -> list[Instruction]:
     for x in ins:
         f, a, kw = x.fn, x.args, x.kwargs
         first: Any = w[a[0]._i] if a and type(a[0]) is Tracer else None
-        nd = type(first) is np.ndarray
+        nd = _nd(first)
         if f is fa.matmul and not kw and len(a) == 2:
             x = _rewrite(x, fn=np.matmul)
         elif f is fa.matrix_transpose and nd and first.ndim >= 2 and len(a) == 1 and not kw:
@@ -410,6 +423,7 @@ def variables(ins: list[Instruction], outputs: list[Any], names: dict[int, str])
 # ---------------------------------------------------------------- elementwise chains over large arrays, chunk by chunk
 CHUNK = 8192  # elements per chunk: a chunk of each intermediate stays in the CPU's cache
 _MIN_FUSE = 8 * CHUNK  # arrays smaller than this run whole (the chunk loop's calls would cost more)
+_tracing.SAMPLE_MIN = _MIN_FUSE  # (the arrays whose ends a trace keeps when it drops them: a run's check reads them)
 _INPLACE_UFUNC = {operator.iadd: np.add, operator.isub: np.subtract, operator.imul: np.multiply,
                   operator.itruediv: np.true_divide}
 
@@ -454,7 +468,8 @@ def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any],
     of the unfused program. Only where that cannot be in doubt: every array operand has the
     run's shape and is C-contiguous (a chunk is a plain slice), a run writes in place only into
     values it made, and the fused run, tried on the trace's values, gives the trace's values
-    bit for bit (otherwise the calls are kept as they are).
+    bit for bit (otherwise the calls are kept as they are): on the whole arrays where the trace
+    kept them, else on the first and last ``_tracing.SAMPLE`` elements it kept of each.
     """
     w = trace.witness
     out_slots = {o for o in outputs if isinstance(o, int)}
@@ -472,12 +487,12 @@ def fuse_elementwise(trace: Trace, ins: list[Instruction], outputs: list[Any],
         if target is None or len(x.outs) > 1:
             return None
         wt = w[target]
-        if type(wt) is not np.ndarray or wt.size < _MIN_FUSE or not wt.flags.c_contiguous:
+        if not _nd(wt) or wt.size < _MIN_FUSE or not wt.flags.c_contiguous:
             return None
         for a in x.args:
             if type(a) is Tracer:
                 wa = w[a._i]
-                if isinstance(wa, np.ndarray) and wa.ndim and not (wa.shape == wt.shape and wa.flags.c_contiguous):
+                if _isnd(wa) and wa.ndim and not (wa.shape == wt.shape and wa.flags.c_contiguous):
                     return None
             elif isinstance(a, np.ndarray) and a.ndim:
                 return None
@@ -532,20 +547,50 @@ def _fuse(trace: Trace, ins: list[Instruction], i: int, j: int, shape: Any, out_
     dtypes = {s: w[s].dtype for s in made}
     names = [x.name for x in ins[i:j]]
     # (an operand made before the run is sliced chunk by chunk, or passed whole where it is 0-d)
-    chunked = [isinstance(w[a._i], np.ndarray) and w[a._i].ndim > 0 for a in ext]
+    chunked = [_isnd(w[a._i]) and w[a._i].ndim > 0 for a in ext]
     fn = _chunked(steps, [a._i for a in ext], chunked, keep, dtypes, shape)
     # the safety net: on the trace's own values, the fused run must give the trace's values
-    try:
-        with np.errstate(all="ignore"):
-            got = fn(*(w[a._i] for a in ext))
-    except Exception:  # noqa: BLE001 - (an operand the chunked run cannot take: keep the calls)
+    if not _same_run(fn, steps, [w[a._i] for a in ext], [a._i for a in ext], chunked, [w[s] for s in keep], keep, dtypes):
         return None
-    for s, g in zip(keep, got, strict=True):
-        ref = w[s]
-        if g.dtype != ref.dtype or g.shape != ref.shape or g.tobytes() != ref.tobytes():
-            return None
     name = f"fused[{', '.join(n.split('.')[-1] for n in names)}]"
     return Instruction(fn, name, tuple(ext), {}, keep, True, None)
+
+
+def _same_run(fn: Any, steps: list[tuple[Any, list[Any], int]], args: list[Any], ext: list[int], chunked: list[bool],
+              refs: list[Any], keep: list[int], dtypes: dict[int, Any]) -> bool:
+    """Whether the fused run ``fn`` gives the trace's values ``refs`` from its operands ``args``:
+    on the whole arrays where the trace kept them all; else the run, over one chunk, on the
+    first and on the last ``_tracing.SAMPLE`` elements the trace kept of each."""
+    if all(_tracing.held(v) for v in (*args, *refs)):
+        tries = [(fn, args, refs)]
+    else:
+        if any(not _tracing.held(v) for v, c in zip(args, chunked, strict=True) if not c):
+            return False
+        tries = []
+        for end in ("head", "tail"):
+            ops = [_end(v, end) if c else v for v, c in zip(args, chunked, strict=True)]
+            want = [_end(r, end) for r in refs]
+            if any(v is None for v in (*ops, *want)):
+                return False
+            tries.append((_chunked(steps, ext, chunked, keep, dtypes, (_tracing.SAMPLE,)), ops, want))
+    for run, ops, want in tries:
+        try:
+            with np.errstate(all="ignore"):
+                got = run(*ops)
+        except Exception:  # noqa: BLE001 - (an operand the chunked run cannot take: keep the calls)
+            return False
+        for g, ref in zip(got, want, strict=True):
+            if g.dtype != ref.dtype or g.shape != ref.shape or g.tobytes() != ref.tobytes():
+                return False
+    return True
+
+
+def _end(v: Any, end: str) -> Any:
+    """The first or last ``_tracing.SAMPLE`` elements of a large C-contiguous array (held or sampled)."""
+    if type(v) is _Meta:
+        return v.head if end == "head" else v.tail
+    flat = v.reshape(-1)
+    return flat[:_tracing.SAMPLE] if end == "head" else flat[-_tracing.SAMPLE:]
 
 
 def _chunked(steps: list[tuple[Any, list[Any], int]], ext: list[int], chunked: list[bool], keep: list[int],

@@ -17,6 +17,13 @@ every library, with no shape rules to keep; the witness is never read by the pro
 and never reaches Python control flow (the value-reading methods raise). The first call
 of a jitted function therefore *is* one eager run, and returns its results.
 
+It holds no more memory than that eager run: a recorded instruction holds a *record* of
+each traced argument (a twin tracer that holds no value), and when the traced array that
+the traced code holds is gone, no later call can read its value, so the trace drops it,
+keeping its shape, dtype and layout (`_Meta`, with a sample of each end of a large
+array). It keeps to its end only the values the program needs: its inputs and outputs,
+the values written in place, and its small constants (see `Trace.release`).
+
 The namespace of a tracer (``tracer.__array_namespace__()``, and what
 `xpgrad._dispatch.backend_namespace` resolves for it) is a `TracingNamespace`
 over the namespace eager code would use for the witness, so xpgrad's forwards and rules
@@ -111,34 +118,86 @@ class Trace:
         # is served those same values (the program draws once; the backward reads the forward's numbers)
         self.draw_logs: list[list[Tracer]] = []
         self.redraws: list[list[Tracer]] = []
+        # what the trace keeps of a value whose traced array is gone (`release`): the slots it
+        # keeps whole, those below ``keep_below`` too (the forward's, while its backward is traced)
+        self.kept: set[int] = set()
+        self.keep_below = 0
+        # constants of the program (made from no traced value but constants, or the shape of one):
+        # the passes may fold them into the program, so the small ones are kept (KEEP_CONSTANT_BYTES)
+        self.constant: set[int] = set()
+        # NumPy views: slot -> the slots whose buffer it views (its .base chain, when it was made)
+        self.bases: dict[int, tuple[int, ...]] = {}
+        self._arrays: dict[int, int] = {}  # id(NumPy witness) -> its slot (checked against witness)
+        self.ended = False
 
     def forget(self) -> None:
-        """Drop the witnesses (the first call's values), keeping each tracer's shape, dtype and device."""
-        seen: set[int] = set()
-        for x in self.instructions:
-            for t in _tracers_in((x.args, x.kwargs)):
-                if id(t) not in seen:
-                    seen.add(id(t))
-                    t._w = _Meta(t._w)
-        self.witness = [None] * len(self.witness)
+        """Drop the witnesses (the first call's values), keeping each value's shape, dtype and device."""
+        self.ended = True
+        self.witness[:] = [_Meta(w) for w in self.witness]  # (in place: a copy of the trace shares the list)
+        self._arrays.clear()
+
+    def keep(self, t: Tracer) -> None:
+        """Keep the value of ``t`` to the end of the trace (an output of the program)."""
+        self.kept.add(t._i)
+
+    def release(self, i: int) -> None:
+        """The traced array of slot ``i`` is gone (`Tracer.__del__`): no later call can read its value,
+        so the trace drops it, keeping its metadata (`_Meta`), as an eager run frees it. It keeps
+        the values the program needs after the trace: inputs, outputs (`keep`), values written in
+        place (`_keep_written`), small constants (the passes fold them into the program) and 0-d
+        values (operands a chunked run takes whole)."""
+        if self.ended or i in self.kept or i < self.keep_below or i in self.constant:
+            return
+        w = self.witness[i]
+        if type(w) is _Meta or not getattr(w, "shape", ()):
+            return
+        self.witness[i] = _Meta(w, sample=True)
 
     # ------------------------------------------------------------------ slots
     def new(self, w: Any, xp: Any, op: str) -> Tracer:
         i = len(self.witness)
         self.witness.append(w)
         self.namespace.append(base_namespace(xp) or xp)
-        return Tracer(w, self, i, op)
+        if type(w) is np.ndarray:
+            self._arrays[id(w)] = i
+            if w.base is not None:
+                self.bases[i] = self._viewed(w)
+        t = Tracer(self, i, op)
+        t._r = Tracer(self, i, op)  # (its record: what an instruction holds, no value)
+        return t
+
+    def _viewed(self, w: Any) -> tuple[int, ...]:
+        """The slots in the ``.base`` chain of the NumPy view ``w``."""
+        out = []
+        b = w.base
+        while b is not None:
+            s = self._arrays.get(id(b))
+            if s is not None and self.witness[s] is b:
+                out.append(s)
+            b = getattr(b, "base", None)
+        return tuple(out)
 
     def input(self, w: Any, xp: Any, what: str) -> Tracer:
         t = self.new(w, xp, what)
         self.inputs.append(t._i)
         self.varying.add(t._i)
+        self.kept.add(t._i)
         return t
 
     def write(self, fn: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], target: Tracer) -> None:
         """Record ``fn(*args, **kwargs)``, a call made for its effect: it updates ``target`` in place."""
-        self.instructions.append(Instruction(fn, name, args, kwargs, [], False, target._i))
-        self.written(target, _tracers_in((args, kwargs)))
+        ts = _tracers_in((args, kwargs))
+        self.instructions.append(Instruction(fn, name, _records(args), _records(kwargs), [], False, target._i))
+        self._keep_written(target)
+        self.written(target, ts)
+
+    def _keep_written(self, target: Tracer) -> None:
+        """Keep a value written in place (a constant must share no memory with it; a write into
+        a view of an input changes state), except a NumPy array that owns its memory: only a
+        view of it could share that, and views read it (a constant made from it is kept)."""
+        w = self.witness[target._i]
+        if type(w) is not np.ndarray or w.base is not None:
+            self.kept.add(target._i)
 
     def written(self, target: Tracer, ts: list[Tracer]) -> None:
         """``target`` was written with the values of ``ts``: if one varies, ``target`` does, and
@@ -173,34 +232,51 @@ class Trace:
         """Record ``fn(*args, **kwargs)`` (its tracers ``ts``) whose witness result is ``out``; return the traced result."""
         # a result that is an argument's own witness (an update in place, out=, asarray(x)):
         # the same tracer, and the call is kept for its effect
+        if ts:
+            rargs, rkw = _records(args), _records(kwargs)
+        else:
+            rargs, rkw = args, kwargs
         for a in ts:
             # (not a NumPy scalar: immutable, and np.True_/np.False_ are singletons that any
             # boolean function of 0-d arrays may return; a new value of the program)
             if a._w is out and not isinstance(out, np.generic):
-                self.instructions.append(Instruction(fn, name, args, kwargs, [], False, a._i))
+                self.instructions.append(Instruction(fn, name, rargs, rkw, [], False, a._i))
+                self._keep_written(a)
                 self.written(a, ts)
                 return a
         if _is_array(out):
             t = self.new(out, _namespace_for(out, xp), name)
-            self.instructions.append(Instruction(fn, name, args, kwargs, [t._i], False, None))
+            self.instructions.append(Instruction(fn, name, rargs, rkw, [t._i], False, None))
             if self.varies(ts):
                 self.varying.add(t._i)
+            self._constant(fn, args, ts, (out,), [t._i])
             return t
         if isinstance(out, (tuple, list)) and out and any(_is_array(o) for o in out):
             if not all(_is_array(o) for o in out):
                 msg = f"jit: {name} returned a sequence of arrays and other values, which xpgrad cannot trace"
                 raise ConcretizationError(msg)
             vary = self.varies(ts)
+            reads = ts
             ts = [self.new(o, _namespace_for(o, xp), name) for o in out]
-            self.instructions.append(Instruction(fn, name, args, kwargs, [t._i for t in ts], True, None))
+            self.instructions.append(Instruction(fn, name, rargs, rkw, [t._i for t in ts], True, None))
             if vary:
                 self.varying.update(t._i for t in ts)
+            self._constant(fn, args, reads, out, [t._i for t in ts])
             if hasattr(out, "_make"):  # a named tuple (eigh, svd, slogdet...)
                 return type(out)._make(ts)
             return type(out)(ts) if isinstance(out, list) else tuple(ts)
         # no array: a static answer (a dtype, finfo, a bool of isdtype), not recorded
         return out
 
+    def _constant(self, fn: Any, args: tuple[Any, ...], ts: list[Tracer], out: Any, outs: list[int]) -> None:
+        """Note NumPy results that are constants of the program (made from constants only, or
+        ``*_like`` of any value: only its shape and dtype are read), up to KEEP_CONSTANT_BYTES: the
+        trace keeps them (_jit_passes.fold_constants folds them into a program of NumPy arrays)."""
+        c = self.constant
+        reads = ts[1:] if (ts and getattr(fn, "__name__", "") in _LIKE and args and type(args[0]) is Tracer) else ts
+        if all(t._i in c for t in reads) and all(isinstance(o, (np.ndarray, np.generic))
+                                                 and o.nbytes <= KEEP_CONSTANT_BYTES for o in out):
+            c.update(outs)
 
     def draw(self, fn: Any, name: str, xp: Any) -> Tracer:
         """Record ``fn()``, a call that gives new values each time (a random draw): run at every replay.
@@ -223,18 +299,84 @@ class Trace:
         return t
 
 
-class _Meta:
-    """What a program keeps of a witness: shape, dtype, device."""
+#: the constants (`Trace.constant`) a trace keeps: the largest the passes fold (_jit_passes.FOLD_MAX_BYTES)
+KEEP_CONSTANT_BYTES = 1 << 20
+# creation functions whose values do not depend on the values of their first argument (only its shape and dtype)
+_LIKE = frozenset({"ones_like", "zeros_like", "full_like"})
+#: elements of each end of a large NumPy array that the trace keeps when it drops the array:
+#: _jit_passes.fuse_elementwise checks a chunked run on them. Large: SAMPLE_MIN elements and more,
+#: the arrays a chunked run may read (_jit_passes sets it to its _MIN_FUSE)
+SAMPLE = 1024
+SAMPLE_MIN = 8 * 8192
 
-    __slots__ = ("device", "dtype", "shape")
+
+class _Meta:
+    """What a trace keeps of a value it dropped: shape, dtype, device and type; for a NumPy array
+    also its strides and flags (``writeable`` False for a view), whether it is a view (``base``), and with
+    ``sample``, for a large C-contiguous one, copies of its first and last SAMPLE elements
+    (``head``, ``tail``). The passes read these as they read an array's."""
+
+    __slots__ = ("base", "c_contiguous", "cls", "device", "dtype", "head", "shape", "strides", "tail", "writeable")
+    base: Any
+    c_contiguous: bool
+    cls: type
     device: Any
     dtype: Any
+    head: Any
     shape: tuple[Any, ...]
+    strides: Any
+    tail: Any
+    writeable: bool
 
-    def __init__(self, w: Any) -> None:
+    def __init__(self, w: Any, *, sample: bool = False) -> None:
         self.shape = tuple(w.shape)
         self.dtype = w.dtype
-        self.device = array_api_compat.device(w) if not isinstance(w, _Meta) else w.device
+        self.head = self.tail = None
+        if type(w) is _Meta:
+            self.device, self.cls, self.base, self.strides = w.device, w.cls, w.base, w.strides
+            self.c_contiguous, self.writeable = w.c_contiguous, w.writeable
+            return
+        self.cls = type(w)
+        if self.cls is np.ndarray:
+            self.device = "cpu"
+            self.base = None if w.base is None else True
+            self.strides = w.strides
+            # (writeable: read of an array that owns its memory; a view's flag may warn: broadcast_arrays)
+            self.c_contiguous, self.writeable = w.flags.c_contiguous, w.base is None and w.flags.writeable
+            if sample and self.c_contiguous and w.size >= SAMPLE_MIN:
+                flat = w.reshape(-1)
+                self.head, self.tail = flat[:SAMPLE].copy(), flat[-SAMPLE:].copy()
+        else:
+            self.device = array_api_compat.device(w)
+            self.base = self.strides = None
+            self.c_contiguous = self.writeable = False
+
+    @property
+    def flags(self) -> _Meta:
+        return self  # (``flags.c_contiguous``, ``flags.writeable``, as on a NumPy array)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+def held(w: Any) -> bool:
+    """Whether ``w`` (an entry of ``Trace.witness``) is the value itself, not what a trace kept of a dropped one."""
+    return type(w) is not _Meta
+
+
+def is_numpy(w: Any) -> bool:
+    """Whether ``w`` (an entry of ``Trace.witness``) is, or was, a NumPy array or scalar."""
+    t = w.cls if type(w) is _Meta else type(w)
+    return issubclass(t, (np.ndarray, np.generic))
 
 
 def _namespace_for(w: Any, xp: Any) -> Any:
@@ -248,6 +390,21 @@ def _is_array(x: Any) -> bool:
     # (NumPy's float64 and complex128 scalars are arrays here, although they subclass Python's numbers)
     return (hasattr(x, "shape") and hasattr(x, "dtype") and type(x) not in (bool, int, float, complex)
             and not isinstance(x, type) and array_api_compat.is_array_api_obj(x))
+
+
+def _records(obj: Any) -> Any:
+    """``obj`` with each traced array replaced by its record (what an instruction holds: no value)."""
+    t = type(obj)
+    if t is Tracer:
+        r = obj._r
+        return obj if r is None else r
+    if t is tuple or t is list:
+        return t(_records(o) for o in obj)
+    if t is dict:
+        return {k: _records(v) for k, v in obj.items()} if obj else obj
+    if t in _LEAF_TYPES or t is slice or _is_tree_leaf(obj):
+        return obj
+    return _tree_map(_records, obj)  # (another container: a deque, a registered dataclass)
 
 
 def _tracers_in(obj: Any) -> list[Tracer]:
@@ -276,7 +433,7 @@ def _unwrap(obj: Any, trace: Trace | None) -> Any:
                 f"{trace.func}: a traced value escaped its trace (kept in a global or a closure?)"
             )
             raise ConcretizationError(msg)
-        return obj._w
+        return obj._t.witness[obj._i]
     if t is tuple or t is list:
         return t(_unwrap(o, trace) for o in obj)
     if t is slice:
@@ -620,15 +777,24 @@ def _to_device(x: Any, device: Any, /, **kw: Any) -> Any:
 class Tracer:
     """A traced array: shape, dtype, device and library of one value of a traced program."""
 
-    __slots__ = ("__weakref__", "_i", "_op", "_t", "_w")
+    __slots__ = ("__weakref__", "_i", "_op", "_r", "_t")
     __array_priority__ = 10000  # NumPy (and Tensors) on the left defer to our reflected operators
     __hash__ = object.__hash__
 
-    def __init__(self, w: Any, trace: Trace, i: int, op: str) -> None:
-        self._w = w
+    def __init__(self, trace: Trace, i: int, op: str) -> None:
         self._t = trace
         self._i = i
         self._op = op
+        self._r: Tracer | None = None  # (the record an instruction holds; None: this is one)
+
+    @property
+    def _w(self) -> Any:
+        """The witness (or, once the trace dropped it, its `_Meta`)."""
+        return self._t.witness[self._i]
+
+    def __del__(self) -> None:
+        if self._r is not None:  # (the traced array the code held, not a record: its value may go)
+            self._t.release(self._i)
 
     # ---------------------------------------------------------------- static attributes
     @property
@@ -968,7 +1134,6 @@ class Tracer:
             # an immutable library (JAX): the write is a functional update, and this traced
             # value is the updated array from here on, as a Tensor is under eager grad
             new = _functional_set(w, wkey, wval)
-            self._w = new
             self._t.witness[self._i] = new
             self._t.write(_functional_set, "setitem (functional update)", (self, key, value), {}, self)
             return

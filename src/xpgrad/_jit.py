@@ -822,7 +822,7 @@ class _Capture:
                 self._inputs()
             else:
                 for tr, w in zip(self.input_tracers(), witnesses, strict=True):
-                    tr._w = self.trace.witness[tr._i] = w
+                    self.trace.witness[tr._i] = w
             watch = _GradWatch(self.cells.tensors)
             try:
                 out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))

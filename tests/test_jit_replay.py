@@ -251,6 +251,32 @@ def test_a_step_that_raises_on_jax_leaves_the_state_as_eager_does(jax_backend: A
         _check(jax_backend, f(m1, o1, x, y, False), step(m2, o2, x, y, False))
 
 
+def test_a_whole_step_trace_that_fails_on_jax_falls_back_with_the_optimizer_state_in_place(
+        jax_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the whole-step jax.jit trace failing after it made its inputs: the state put back as it was, the
+    # optimizer's own state dicts, which the eager trace's number cells (Adam's step) are entries of;
+    # a copy put back left the replays reading a stale step: a wrong loss from the third call)
+    from xpgrad import _jit
+
+    run = _jit._Capture.run
+
+    def failing(self: Any, f: Any, targs: Any, tkw: Any, witnesses: Any = None) -> None:
+        if witnesses is not None:
+            raise RuntimeError("the whole-step trace fails")
+        run(self, f, targs, tkw)
+
+    monkeypatch.setattr(_jit._Capture, "run", failing)
+    m1 = _model(jax_backend)
+    m2 = copy.deepcopy(m1)
+    o1, o2 = optim.Adam(m1.parameters(), lr=0.05), optim.Adam(m2.parameters(), lr=0.05)
+    x, y = _arr(jax_backend, 6, 4), _arr(jax_backend, 6, 1)
+    f = xg.jit(_step)
+    for _ in range(5):
+        _check(jax_backend, f(m1, o1, x, y), _step(m2, o2, x, y))
+        _same_params(jax_backend, m1, m2)
+    assert f.cache_info().traces == 2
+
+
 def test_numbers_a_transformed_function_closes_over_are_guarded(backend: Any) -> None:
     # (xg.grad's wrapper holds fixed numbers, its argnums, which no call checks; the user's function's are
     # checked at every call: a new value traces again)

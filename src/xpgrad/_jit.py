@@ -822,7 +822,7 @@ class _Capture:
                 self._inputs()
             else:
                 for tr, w in zip(self.input_tracers(), witnesses, strict=True):
-                    tr._w = self.trace.witness[tr._i] = w
+                    self.trace.witness[tr._i] = w
             watch = _GradWatch(self.cells.tensors)
             try:
                 out = f(*_rebuild(targs, self.leaf_tracers), **_rebuild(tkw, self.leaf_tracers))
@@ -1360,7 +1360,8 @@ def _leaks(cap: _Capture, entry: _Entry) -> bool:
 
 def _saved_state(flat: _Flat, cells: _Cells) -> Any:
     """What a call may change besides its Python (see `_put_back`)."""
-    opts = [(o, {k: dict(v) for k, v in o.state.items()}, getattr(o, "_steps", None))  # type: ignore[attr-defined]
+    # (each state dict with its items: put back in place, as the call's number cells are its entries)
+    opts = [(o, {k: (v, dict(v)) for k, v in o.state.items()}, getattr(o, "_steps", None))  # type: ignore[attr-defined]
             for o in flat.objects if isinstance(getattr(o, "state", None), dict)]
     return _snapshot(cells), opts, _rng_now()
 
@@ -1372,7 +1373,10 @@ def _put_back(flat: _Flat, cells: _Cells, saved: Any) -> None:
     _restore(cells, snap)
     for o, st, steps in opts:
         o.state.clear()
-        o.state.update(st)
+        for k, (d, items) in st.items():
+            d.clear()
+            d.update(items)
+            o.state[k] = d
         if steps is not None:
             o._steps = steps
     with gen._lock:

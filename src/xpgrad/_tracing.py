@@ -350,7 +350,10 @@ class _Meta:
                 flat = w.reshape(-1)
                 self.head, self.tail = flat[:SAMPLE].copy(), flat[-SAMPLE:].copy()
         else:
-            self.device = array_api_compat.device(w)
+            try:
+                self.device = array_api_compat.device(w)
+            except AttributeError:  # (no device: JAX's ShapedArray, a traced ``.aval``)
+                self.device = None
             self.base = self.strides = None
             self.c_contiguous = self.writeable = False
 

@@ -275,10 +275,15 @@ class _Guards:
                 self.walk(k, depth + 1)
                 self.walk(x, depth + 1)
             return
-        if t is not types.FunctionType:
+        if t is types.FunctionType:
+            self._walk_function(v, depth)
+        else:
             self._walk_object(v, t, i, depth)
-            return
-        key.append(("F", v.__code__))  # (a function: its code, closures, defaults, and the globals its code names)
+
+    def _walk_function(self, v: Any, depth: int) -> None:
+        """A function's guard: its code, closures, defaults, and the globals its code names."""
+        key = self.key
+        key.append(("F", v.__code__))
         # (a library's function, xg.grad's or xg.hessian's wrapper, by the module it runs in: functools.wraps
         # gives it the user's __module__; its own numbers, argnums, are fixed: not state a call must check)
         lib = (v.__globals__.get("__name__") or "").split(".")[0] in _LIBRARIES

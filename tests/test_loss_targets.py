@@ -132,3 +132,20 @@ def test_jax_checks_concrete_labels_and_traces_under_jit(np_backend: Backend) ->
     # under jit the labels are tracers without values: not checked (documented), and tracing works
     t = jnp.asarray([0, 1, 2, 2])
     np.testing.assert_allclose(np.asarray(jax.jit(loss)(x, t)), np.asarray(loss(x, t)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_a_captured_target_under_jit_is_the_eager_loss(backend: Backend, ignore_index: int) -> None:
+    """``xg.jit(lambda x: cross_entropy(x, t))`` with ``t`` a raw backend array the function
+    closes over: the loss is eager's at the trace and at every replay (on array-api-strict the
+    captured array's ``==`` refused the traced classes)."""
+    rng = np.random.default_rng(0)
+    x = backend.asarray(rng.standard_normal((4, 3)))
+    t = backend.asarray(np.array([0, 2, 1, 2]))
+
+    def f(x: Any) -> Any:
+        return xg.nn.functional.cross_entropy(x, t, ignore_index=ignore_index)
+
+    j = xg.jit(f)
+    for _ in range(3):
+        np.testing.assert_allclose(float(j(x)), float(f(x)), rtol=1e-12)

@@ -1522,7 +1522,7 @@ def _targets(input: Any, target: Any, ignore_index: int, cax: int, func: str) ->
     t = _check_indices(t, n_cls, ignore_index, func, bxp)
     classes = bxp.reshape(bxp.arange(n_cls, dtype=t.dtype, device=_device(x)), tuple(cshape))
     texp = t[(slice(None),) * cax + (None, ...)]  # (expand_dims at cax, as an index: cheaper)
-    hit = texp == classes
+    hit = bxp.equal(texp, classes)  # (not ==: a captured raw array on the left refuses a traced one)
     if 0 <= ignore_index < n_cls:  # else an ignored target matches no class: its row is 0 already
         hit = bxp.logical_and(hit, texp != ignore_index)
     return bxp.astype(hit, x.dtype), bxp.astype(t != ignore_index, x.dtype), tuple(cshape)

@@ -29,7 +29,7 @@ import xpgrad as xg
 from xpgrad._spec import CHAPTERS, FUNCTIONS
 from xpgrad.autograd._batched import RULES, UNBATCHABLE
 from xpgrad.autograd._batching_util import pointwise as pointwise_rule
-from xpgrad.autograd._core import DECLARED, GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, Primitive, apply, primitive
+from xpgrad.autograd._core import COMPOSITES, DECLARED, GRAD_SLOT, PRIMITIVES, WANT_FRESH, GradSlots, Primitive, apply, primitive
 from xpgrad.ops._registry import _PRIMS, REGISTRY, Chapter, Inputs, Op, over, prim_of, remove
 
 from . import _fuzz
@@ -296,7 +296,7 @@ def test_every_entry_is_where_its_facts_say(op: Op) -> None:
     """An entry's primitive, module, namespace path, function and batching, as its kind
     (pointwise, a function generated from its declaration or its declared body binding its
     primitive, a query, a creation, an alias) and its facts (chapter, standard name, module,
-    view and multi-output, data-dependent shape) give them."""
+    view and multi-output, data-dependent shape) give them; a composite is differentiable through its parts."""
     assert getattr(sys.modules[op.module], op.public_name) is op.fn
     if op.standard_name is not None:  # a function of the standard: where the standard puts it, with its signature
         assert _resolve(xg, op.standard_name) is op.fn
@@ -314,6 +314,10 @@ def test_every_entry_is_where_its_facts_say(op: Op) -> None:
         assert op.prim is None and op.name in DECLARED and op.name not in PRIMITIVES and op.name not in RULES
         assert op.fn not in _PRIMS and (op.test, op.fuzz) == (None, None)
         assert not hasattr(op.fn, "__wrapped__")  # (its body computes the answer)
+        return
+    if op.kind == "composite":  # no primitive: differentiable (and batched) through the entries it calls
+        assert op.prim is None and op.name in COMPOSITES and op.name not in DECLARED and op.name not in PRIMITIVES
+        assert op.fn not in _PRIMS and not hasattr(op.fn, "__wrapped__")
         return
     assert op.kind in ("pointwise", "function"), op.kind
     assert PRIMITIVES[op.prim.name] is op.prim and prim_of(op.fn) is op.prim
@@ -917,3 +921,34 @@ def test_the_dtype_queries_are_query_entries() -> None:
     assert REGISTRY["astype"].kind == "function"
     assert xg.result_type(xg.float32, xg.float64) == xg.float64 and xg.finfo(xg.float32).bits == 32
     assert xg.iinfo(xg.int8).max == 127 and xg.can_cast(xg.int8, xg.int16) and xg.isdtype(xg.int8, "integral")
+
+
+def test_a_composite_is_an_entry_differentiable_through_its_parts() -> None:
+    """``@op.composite(of=...)``: a function composed of other entries (``linalg.matrix_norm``),
+    no primitive of its own; grad, vmap and jit go through the entries it calls; the coverage
+    page reads ``of``; ``remove`` takes it out of every table."""
+    op = Chapter("statistical", module="tests.test_registry")
+
+    @op.composite(of="sum, multiply")
+    def sum_of_squares_throwaway(x: Any, /) -> Any:
+        """The sum of the squares (a test's throwaway composite).
+
+        Examples:
+            >>> 1
+            1
+        """
+        return xg.sum(x * x)
+
+    try:
+        c = REGISTRY["sum_of_squares_throwaway"]
+        assert (c.kind, c.prim, c.fn) == ("composite", None, sum_of_squares_throwaway)
+        assert COMPOSITES["sum_of_squares_throwaway"] == "sum, multiply" and "sum_of_squares_throwaway" not in DECLARED
+        x = np.array([[1.0, -2.0], [3.0, 0.5]])
+        for f in (xg.grad(sum_of_squares_throwaway), xg.jit(xg.grad(sum_of_squares_throwaway))):
+            for _ in range(2):
+                np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
+        np.testing.assert_array_equal(np.asarray(xg.vmap(sum_of_squares_throwaway)(x)), (x * x).sum(axis=1))
+        assert REGISTRY["matrix_norm"].kind == "composite" and REGISTRY["matrix_norm"].fn is xg.linalg.matrix_norm
+    finally:
+        remove("sum_of_squares_throwaway")
+    assert "sum_of_squares_throwaway" not in COMPOSITES and "sum_of_squares_throwaway" not in REGISTRY

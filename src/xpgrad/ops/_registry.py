@@ -70,7 +70,7 @@ from .._dispatch import SCALAR_PRIMITIVES
 from .._exceptions import XpgradRuntimeError, XpgradTypeError, XpgradValueError
 from .._spec import CHAPTERS, FFT, LINALG
 from ..autograd._batching_util import pointwise as _pointwise_rule
-from ..autograd._core import _NOARG, DECLARED, PRIMITIVES, Primitive, apply, apply2, declare, primitive
+from ..autograd._core import _NOARG, COMPOSITES, DECLARED, PRIMITIVES, Primitive, apply, apply2, composite, declare, primitive
 from ._common import conj, joint_linear_jvp, jvp_from_vjp, linear_jvp, promoting, scale, unscale
 
 __all__ = ["REGISTRY", "Chapter", "Inputs", "Op", "over", "prim_of"]
@@ -175,7 +175,8 @@ class Op:
         kind: ``"pointwise"``, ``"function"`` (generated from its declaration, or its
             declared body binding its primitive), ``"query"`` (no primitive: about dtypes
             or shapes, returns no array), ``"creation"`` (no primitive: an array from
-            Python numbers) or ``"alias"`` (a second name of ``alias_of``).
+            Python numbers), ``"composite"`` (no primitive: composed of other entries,
+            differentiable through them) or ``"alias"`` (a second name of ``alias_of``).
         alias_of: for an alias, the registry name of the entry it names.
     """
 
@@ -735,7 +736,28 @@ class Chapter:
         """
         return self._unprimitive("creation", reason)
 
+    def composite(self, *, of: str) -> Callable[[F], F]:
+        """Declare a function composed of other entries (``linalg.matrix_norm``): its body is the
+        public function, differentiable, batched and traced through the entries it calls (``of``
+        names them, on the coverage page), no primitive of its own. An `Op` of kind ``"composite"``.
+
+        Examples:
+            >>> import xpgrad as xg
+            >>> from xpgrad.ops._registry import REGISTRY, Chapter, remove
+            >>> op = Chapter("statistical", module="xpgrad_example")
+            >>> @op.composite(of="sum, multiply")
+            ... def sum_of_squares_example(x, /):
+            ...     '''The sum of the squares. Examples: (a doctest's throwaway)'''
+            ...     return xg.sum(x * x)
+            >>> xg.grad(sum_of_squares_example)(xg.asarray([1.0, 2.0])), REGISTRY["sum_of_squares_example"].kind
+            (Tensor([2., 4.], dtype=float64, device=cpu), 'composite')
+            >>> remove("sum_of_squares_example")
+        """
+        return self._unprimitive("composite", of)
+
     def _unprimitive(self, kind: str, reason: str) -> Callable[[F], F]:
+        """A query, creation or composite entry: its body is the function; ``reason`` is why it
+        has no gradient (a query, a creation) or what it is composed of (a composite)."""
         def register(decl: F) -> F:
             name, _ = self._check(decl, body=True)
             if _body_is_docstring(decl):
@@ -743,7 +765,10 @@ class Chapter:
                 raise XpgradTypeError(msg)
             ps = inspect.signature(decl).parameters.values()
             n = -1 if any(p.kind is p.VAR_POSITIONAL for p in ps) else sum(p.kind is not p.KEYWORD_ONLY for p in ps)
-            declare(name, reason)
+            if kind == "composite":
+                composite(name, of=reason)
+            else:
+                declare(name, reason)
             self._enter(Op(name=name, chapter=self.chapter, fn=decl, prim=None, nargs=n, batch=None, test=None,
                            fuzz=None, module=self.module, kind=kind), decl)
             return decl
@@ -888,6 +913,7 @@ def remove(name: str) -> None:
             PRIMITIVES.pop(op.prim.name, None)
     if op.prim is None:
         DECLARED.pop(name, None)
+        COMPOSITES.pop(name, None)
     for mod_name in _homes(op):
         mod = sys.modules.get(mod_name)
         if mod is not None and getattr(mod, op.public_name, None) is op.fn:

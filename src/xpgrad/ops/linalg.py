@@ -58,7 +58,7 @@ from ..autograd import _batched
 from ..autograd._batched import STACK, Batched, from_phys, lift
 from ..autograd._batching_util import along_axes, check_ndim, is_array, lndim, negative_axis, pad, stacked_matrices, to_rank
 from ..autograd._core import Primitive
-from ._common import Array, Tensor, apply, composite, conj, in_float32, is_complex, zeros_like_shape
+from ._common import Array, Tensor, apply, conj, in_float32, is_complex, zeros_like_shape
 from ._registry import Chapter, prim_of
 from .elementwise import abs as _abs
 from .elementwise import multiply
@@ -83,11 +83,11 @@ _C = "linalg"
 # primitive names carry no prefix ("inv"), as the batching rules and the coverage page
 # key them. With a body: the ones that wrap a multi-output primitive's result in a named
 # tuple (slogdet, eigh, eig, svd, qr), take rtol as a Tensor or batched array (pinv,
-# matrix_rank) or read the arguments to normalise a keyword (cross). Not entries: the
-# composition of other functions (matrix_norm: no primitive of its own), and the main
-# namespace's functions it re-exports, declared as aliases of their entries (at the end).
+# matrix_rank) or read the arguments to normalise a keyword (cross). matrix_norm is a
+# composite entry (composed of other entries, no primitive of its own); the main
+# namespace's functions it re-exports are declared as aliases of their entries (at the end).
 op = Chapter(_C, module="xpgrad.linalg", extra=(
-    "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "matrix_norm",
+    "EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult",
 ))
 
 
@@ -1143,11 +1143,10 @@ def vector_norm(x: Array, /, *, axis: int | tuple[int, ...] | None = None, keepd
 
 
 # ---------------------------------------------------------------- matrix_norm (composite)
-composite("matrix_norm", of="vector_norm (fro), svdvals (2, -2, nuc), abs/sum/max/min (1, -1, inf, -inf)")
-
 _INF = float("inf")
 
 
+@op.composite(of="vector_norm (fro), svdvals (2, -2, nuc), abs/sum/max/min (1, -1, inf, -inf)")
 def matrix_norm(x: Array, /, *, keepdims: bool = False,
                 ord: float | Literal["fro", "nuc"] | None = "fro") -> Array:  # noqa: A002 - the standard's name
     """The ``ord``-norm of each matrix: ``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf or -inf.

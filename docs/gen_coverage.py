@@ -47,9 +47,9 @@ def _names() -> list[tuple[str, str, str, bool]]:
     rows += [(f"linalg.{n}", "linalg", n, True) for n in LINALG]
     rows += [(f"fft.{n}", "fft", n, True) for n in FFT]
     # (an entry of the standard is its row above, under the standard's name: inv is linalg.inv's row;
-    # a query or a creation has no primitive, an alias is its entry's row)
-    rows += [(op.name, op.chapter, op.prim.name, False) for op in REGISTRY.values()
-             if op.prim is not None and op.kind != "alias" and op.standard_name is None]
+    # an alias is its entry's row; a query, creation or composite, without a primitive, is found by its name)
+    rows += [(op.name, op.chapter, op.name if op.prim is None else op.prim.name, False) for op in REGISTRY.values()
+             if op.kind != "alias" and op.standard_name is None]
     return rows
 
 

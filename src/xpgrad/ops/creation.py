@@ -56,8 +56,8 @@ __all__ = [
 _C = "creation"
 #: every function of the standard is an entry: tril, triu and meshgrid bind their primitive; the
 #: others are creation entries (`Chapter.creation`: no primitive, the graph records nothing,
-#: the body keeps the default-device policy); tensor (torch's spelling of asarray) is no entry
-op = Chapter(_C, module=__name__, extra=("tensor",))
+#: the body keeps the default-device policy), tensor (torch's spelling of asarray) too
+op = Chapter(_C, module=__name__)
 _NO_INPUT = "creates an array from a shape or Python scalars: no array input"
 _LIKE = "the values do not depend on the input array's values"
 
@@ -447,6 +447,7 @@ def _standard(data: Any, obj: Any) -> Any:
     return data
 
 
+@op.creation(reason="a copy of its data: of a Tensor, one that keeps its graph (as asarray's); of other data, a constant")
 def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Make a new Tensor from data (always a copy), PyTorch style.
 

@@ -203,7 +203,9 @@ def test_the_first_call_on_jax_compiles_the_whole_step_once(jax_backend: Any) ->
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     _check(jax_backend, got, _step(m2, o2, x, y))
-    assert first == 1, first  # (an eager trace compiles each of its operations apart: dozens)
+    # one XLA compile of the whole step (run alone: 1); a full CI worker has seen 3, a few tiny conversions
+    # compiled first in that process; an eager trace compiles each of its operations apart: 93 on 4677482
+    assert first <= 5, first
     for _ in range(6):
         _check(jax_backend, f(m1, o1, x, y), _step(m2, o2, x, y))
     _same_params(jax_backend, m1, m2)

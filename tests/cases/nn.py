@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+import xpgrad as xg
 from tests._cases import Draw, OpCase, same_shape
 from xpgrad.nn import functional as F  # noqa: N812
 
-#: added to layer_norm's input: rows 5 apart per entry, a variance of at least 1 whatever is drawn in (-2, 2)
+#: added to layer_norm's input (`_ramped`): entries 5 apart, a row variance of at least 1 whatever is drawn in (-2, 2)
 _RAMP = [0.0, 5.0, 10.0, 15.0]
 
 
 def _ramped(xp: Any, x: Any) -> Any:
-    return x + xp.asarray(_RAMP, dtype=x.dtype, device=getattr(x, "device", None))  # (Dask's arrays have no .device)
+    # (made from x itself, on its library and device: 0, 5, 10, 15 along the last axis)
+    return (xg.cumulative_sum(xg.ones_like(x), axis=-1) - 1.0) * 5.0 + x  # (the Tensor on the left: strict's + refuses one)
 
 
 def _xent_shapes(draw: Draw) -> list[tuple[int, ...]]:

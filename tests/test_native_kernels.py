@@ -649,3 +649,23 @@ def test_dask_kernels_are_one_task_per_batch_chunk(computes: Any) -> None:
     assert len(dict(gw.__dask_graph__())) <= 8 * 4 + 8
     want = xg.grad(lambda w: xg.sum(F.conv2d(xn, w, padding=1) ** 2))(wn)
     np.testing.assert_allclose(np.asarray(gw.compute()), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["layer_norm", "attention"])
+def test_fused_kernels_under_jacfwd_and_hessian_match_the_composition(backend: Any, which: str) -> None:
+    """jacfwd and hessian through the fused primitives (forward-mode rules, and a forward over
+    the reverse) equal the composition's, on every backend."""
+    F = xg.nn.functional
+    w, b = backend.asarray(_r(4, seed=1)), backend.asarray(_r(4, seed=2))
+    k, v = backend.asarray(_r(1, 3, 4, seed=3)), backend.asarray(_r(1, 3, 4, seed=4))
+
+    def f(x: Any) -> Any:
+        if which == "layer_norm":
+            return F.layer_norm(x, (4,), w, b)
+        return F.scaled_dot_product_attention(x, k, v, is_causal=True)
+
+    x = backend.asarray(_r(1, 3, 4))
+    got, ref = _both(lambda: xg.jacfwd(f)(x))
+    _close(backend, got, ref)
+    got, ref = _both(lambda: xg.hessian(lambda x: xg.sum(xg.sin(f(x))))(x))
+    _close(backend, got, ref)
